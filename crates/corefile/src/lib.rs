@@ -1,0 +1,1 @@
+//! Corefile syntax: lexer, parser, imports, snippets, server keys. No plugin knowledge.

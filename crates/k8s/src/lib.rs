@@ -1,0 +1,1 @@
+//! Kubernetes watch and index: Services, EndpointSlices, Pods, Namespaces as immutable snapshots.

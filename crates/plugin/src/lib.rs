@@ -1,0 +1,1 @@
+//! The plugin contract: request, response writer, chain flow, setup context, registry order.

@@ -1,0 +1,1 @@
+//! The plugins, one module each; each module's doc is its README.

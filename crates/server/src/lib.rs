@@ -1,0 +1,1 @@
+//! Transport and lifecycle: UDP/TCP listeners, zone mux, admin HTTP, reload.

@@ -1,0 +1,1 @@
+//! Test helpers: the test rig, the differential harness, DNS query helpers.
