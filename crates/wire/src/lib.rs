@@ -1,1 +1,74 @@
-//! DNS wire format: zero-copy query views, response builder into reused buffers, records.
+//! DNS wire format for clusterdns: zero-copy query views, a response
+//! builder writing into reused buffers, and owned records for tests,
+//! caches and zone data.
+//!
+//! # The DNS message
+//!
+//! Every DNS message (RFC 1035 §4.1) is a 12-byte [header](header) followed
+//! by four sections:
+//!
+//! ```text
+//! +---------------------+
+//! |        Header       |  id, flags (QR opcode AA TC RD RA Z AD CD rcode), 4 counts
+//! +---------------------+
+//! |       Question      |  qname, qtype, qclass (exactly one in practice)
+//! +---------------------+
+//! |        Answer       |  resource records answering the question
+//! +---------------------+
+//! |      Authority      |  SOA (negative answers) or NS (referrals)
+//! +---------------------+
+//! |      Additional     |  glue, and the EDNS OPT pseudo-record
+//! +---------------------+
+//! ```
+//!
+//! A resource record is `owner name, type: u16, class: u16, ttl: u32,
+//! rdlength: u16, rdata`. Names are sequences of length-prefixed labels
+//! ending in the empty root label, and inside a message may end in a
+//! two-byte *compression pointer* to an earlier name ([`name`]). The
+//! OPT record ([`edns`]) extends the header: UDP payload size, 8 more
+//! rcode bits, the DO flag and options.
+//!
+//! # The pieces
+//!
+//! - [`Query`]: hot-path view over a received query. Parses the header,
+//!   the question and the OPT record without allocating.
+//! - [`MessageBuilder`]: writes a response (or any message) into a
+//!   caller-owned `Vec<u8>` that is reused between queries, with name
+//!   compression and a size limit ([`TruncationError`]).
+//! - [`Message`]: full view over any message, iterating all records as
+//!   [`RecordView`]s (offsets into the buffer, e.g. for in-place TTL
+//!   rewriting in a cache).
+//! - [`Record`]: owned record with zone-file `Display`/`FromStr` like
+//!   miekg/dns, for tests and configuration.
+//! - [`truncate()`]: cut an oversized response down to the client's UDP
+//!   size, like CoreDNS's `ScrubWriter`.
+//!
+//! Nothing in this crate panics on malformed input: every read is
+//! bounds-checked and every failure is a [`ParseError`] or [`QueryError`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod build;
+pub mod edns;
+pub mod error;
+pub mod header;
+pub mod name;
+pub mod query;
+mod read;
+pub mod types;
+
+pub use build::{MessageBuilder, RData, Section};
+pub use edns::{DEFAULT_EDNS_SIZE, Edns, EdnsOptions, MAX_MESSAGE_LEN, MAX_UDP_PLAIN};
+pub use error::{NameError, ParseError, QueryError, TruncationError};
+pub use header::{HEADER_LEN, Header, set_aa, set_id, set_ra, set_rcode_low, set_tc};
+pub use name::{Name, parse_reverse, reverse_name};
+pub use query::Query;
+pub use types::{Class, Opcode, Rcode, Rtype};
+
+/// Everything a plugin or the server typically needs, for a glob import.
+pub mod prelude {
+    pub use crate::{
+        Class, Edns, Header, MessageBuilder, Name, Opcode, Query, QueryError, RData, Rcode, Rtype,
+        Section, TruncationError,
+    };
+}

@@ -1,0 +1,563 @@
+//! Building messages into a caller-owned, reused buffer.
+//!
+//! [`MessageBuilder`] appends to a `Vec<u8>` that the caller keeps between
+//! queries: the vector is cleared, never shrunk, so after warm-up building
+//! a response allocates nothing. Names are compressed (RFC 1035 §4.1.4)
+//! against a fixed-size table of earlier name positions, keyed by a hash of
+//! each name suffix and verified byte-for-byte, so compression is exact
+//! (case-sensitive) and also allocation-free.
+//!
+//! Every `push_*` either writes a whole record or leaves the message as it
+//! was and returns [`TruncationError`] (size limit reached); the caller
+//! then typically sets TC and calls [`MessageBuilder::finish`].
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::edns::{EDNS_DO, MAX_MESSAGE_LEN};
+use crate::error::TruncationError;
+use crate::header::{self, FLAG_CD, FLAG_QR, FLAG_RD, Header, OPCODE_MASK, set_counts};
+use crate::name::{MAX_NAME_LEN, Name};
+use crate::query::Query;
+use crate::types::{Class, Rcode, Rtype};
+
+/// A message section holding resource records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Section {
+    /// Answers to the question.
+    Answer,
+    /// Authority records (SOA for negative answers, NS referrals).
+    Authority,
+    /// Additional records (glue, OPT).
+    Additional,
+}
+
+impl Section {
+    /// Index in the header counts (answer = 1, after the question count).
+    const fn count_index(self) -> usize {
+        match self {
+            Section::Answer => 1,
+            Section::Authority => 2,
+            Section::Additional => 3,
+        }
+    }
+}
+
+/// Record data to write, borrowing its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RData<'a> {
+    /// IPv4 address.
+    A(Ipv4Addr),
+    /// IPv6 address.
+    Aaaa(Ipv6Addr),
+    /// Canonical name (compressed).
+    Cname(&'a Name),
+    /// Name server (compressed).
+    Ns(&'a Name),
+    /// Pointer (compressed).
+    Ptr(&'a Name),
+    /// Mail exchange (exchange compressed).
+    Mx {
+        /// Lower is preferred.
+        preference: u16,
+        /// The mail server.
+        exchange: &'a Name,
+    },
+    /// Service location (RFC 2782; target not compressed, as miekg/dns).
+    Srv {
+        /// Lower is tried first.
+        priority: u16,
+        /// Relative weight among equal priorities.
+        weight: u16,
+        /// Port.
+        port: u16,
+        /// Host providing the service.
+        target: &'a Name,
+    },
+    /// Text strings. Strings longer than 255 bytes are split into
+    /// 255-byte character-strings.
+    Txt(&'a [&'a [u8]]),
+    /// Start of authority (both names compressed).
+    Soa {
+        /// Primary name server.
+        mname: &'a Name,
+        /// Responsible mailbox.
+        rname: &'a Name,
+        /// Zone serial.
+        serial: u32,
+        /// Refresh interval.
+        refresh: u32,
+        /// Retry interval.
+        retry: u32,
+        /// Expiry.
+        expire: u32,
+        /// Negative-caching TTL.
+        minimum: u32,
+    },
+    /// Host information; each string is cut at 255 bytes.
+    Hinfo {
+        /// CPU.
+        cpu: &'a [u8],
+        /// Operating system.
+        os: &'a [u8],
+    },
+    /// Any type, rdata already in wire form (written as is).
+    Raw {
+        /// The record type.
+        rtype: Rtype,
+        /// The rdata bytes.
+        data: &'a [u8],
+    },
+}
+
+impl RData<'_> {
+    /// The record type this rdata belongs to.
+    pub fn rtype(&self) -> Rtype {
+        match self {
+            RData::A(_) => Rtype::A,
+            RData::Aaaa(_) => Rtype::AAAA,
+            RData::Cname(_) => Rtype::CNAME,
+            RData::Ns(_) => Rtype::NS,
+            RData::Ptr(_) => Rtype::PTR,
+            RData::Mx { .. } => Rtype::MX,
+            RData::Srv { .. } => Rtype::SRV,
+            RData::Txt(_) => Rtype::TXT,
+            RData::Soa { .. } => Rtype::SOA,
+            RData::Hinfo { .. } => Rtype::HINFO,
+            RData::Raw { rtype, .. } => *rtype,
+        }
+    }
+}
+
+/// Number of name positions remembered for compression.
+const COMPRESS_SLOTS: usize = 128;
+/// Largest offset a compression pointer can hold.
+const MAX_POINTER: usize = 0x3FFF;
+/// Most labels a name can have (255 bytes / 2, root excluded).
+const MAX_LABELS: usize = 127;
+
+/// Name suffix positions already in the message.
+struct Compressor {
+    hashes: [u32; COMPRESS_SLOTS],
+    offsets: [u16; COMPRESS_SLOTS],
+    len: usize,
+}
+
+impl Compressor {
+    fn new() -> Self {
+        Compressor {
+            hashes: [0; COMPRESS_SLOTS],
+            offsets: [0; COMPRESS_SLOTS],
+            len: 0,
+        }
+    }
+
+    fn insert(&mut self, hash: u32, offset: usize) {
+        if self.len < COMPRESS_SLOTS && offset <= MAX_POINTER {
+            self.hashes[self.len] = hash;
+            self.offsets[self.len] = offset as u16;
+            self.len += 1;
+        }
+    }
+
+    /// Offset of an earlier copy of `suffix` (uncompressed wire form).
+    fn find(&self, buf: &[u8], hash: u32, suffix: &[u8]) -> Option<usize> {
+        self.hashes[..self.len]
+            .iter()
+            .zip(&self.offsets[..self.len])
+            .find(|&(&h, &off)| h == hash && name_eq_at(buf, usize::from(off), suffix))
+            .map(|(_, &off)| usize::from(off))
+    }
+}
+
+/// FNV-1a over a label (length byte included), chained on the hash of the
+/// rest of the name.
+fn hash_label(seed: u32, label: &[u8]) -> u32 {
+    label.iter().fold(seed ^ 0x811C_9DC5, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Whether the (possibly compressed) name at `off` in `buf` is exactly
+/// `suffix`.
+fn name_eq_at(buf: &[u8], mut off: usize, suffix: &[u8]) -> bool {
+    let mut s = 0;
+    // Bounded: at most 127 labels and as many pointer hops.
+    for _ in 0..2 * MAX_NAME_LEN {
+        let Some(&len) = buf.get(off) else {
+            return false;
+        };
+        if len & 0xC0 == 0xC0 {
+            let Some(&low) = buf.get(off + 1) else {
+                return false;
+            };
+            off = (usize::from(len & 0x3F) << 8) | usize::from(low);
+            continue;
+        }
+        let end = 1 + usize::from(len);
+        if buf.get(off..off + end) != suffix.get(s..s + end) {
+            return false;
+        }
+        if len == 0 {
+            return true;
+        }
+        s += end;
+        off += end;
+    }
+    false
+}
+
+/// Writes a DNS message into a reused buffer.
+pub struct MessageBuilder<'b> {
+    buf: &'b mut Vec<u8>,
+    limit: usize,
+    /// qd, an, ns, ar.
+    counts: [u16; 4],
+    /// 0 = question, then 1 + section index.
+    stage: usize,
+    ext_rcode: u8,
+    opt_ttl_at: Option<usize>,
+    comp: Compressor,
+}
+
+impl<'b> MessageBuilder<'b> {
+    /// Starts a response to `query` in `buf`: same ID, QR set, opcode, RD
+    /// and CD copied, and the question copied exactly (original case).
+    pub fn reply_to(query: &Query<'_>, buf: &'b mut Vec<u8>) -> Self {
+        let q = query.header();
+        let header = Header {
+            id: q.id,
+            flags: FLAG_QR | (q.flags & (OPCODE_MASK | FLAG_RD | FLAG_CD)),
+            ..Header::default()
+        };
+        let mut b = MessageBuilder::new(buf, header);
+        // A name is at most 255 bytes: the question always fits the
+        // default limit, and the parser rejected compression pointers in it,
+        // so this reproduces the question bytes exactly.
+        let _ = b.push_question(query.qname(), query.qtype(), query.qclass());
+        b
+    }
+
+    /// Starts an arbitrary message with `header` (its counts are ignored;
+    /// the builder keeps its own). Clears `buf`.
+    pub fn new(buf: &'b mut Vec<u8>, header: Header) -> Self {
+        buf.clear();
+        let header = Header {
+            qdcount: 0,
+            ancount: 0,
+            nscount: 0,
+            arcount: 0,
+            ..header
+        };
+        buf.extend_from_slice(&header.to_bytes());
+        MessageBuilder {
+            buf,
+            limit: MAX_MESSAGE_LEN,
+            counts: [0; 4],
+            stage: 0,
+            ext_rcode: 0,
+            opt_ttl_at: None,
+            comp: Compressor::new(),
+        }
+    }
+
+    /// Sets the size limit (default 65535). Pushes that would exceed it fail.
+    /// It does not remove what is already written.
+    pub fn set_limit(&mut self, max: usize) {
+        self.limit = max.min(MAX_MESSAGE_LEN);
+    }
+
+    /// The current size limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Current message length.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The bytes written so far (counts are only written by `finish`).
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buf
+    }
+
+    /// Records pushed so far per section: question, answer, authority,
+    /// additional.
+    pub fn counts(&self) -> [u16; 4] {
+        self.counts
+    }
+
+    /// Sets the rcode: the low 4 bits go in the header, the high 8 into
+    /// the OPT record (now if already pushed, else when pushed).
+    pub fn set_rcode(&mut self, rc: Rcode) {
+        header::set_rcode_low(self.buf, rc.low());
+        self.ext_rcode = rc.high();
+        if let Some(b) = self.opt_ttl_at.and_then(|at| self.buf.get_mut(at)) {
+            *b = self.ext_rcode;
+        }
+    }
+
+    /// Sets or clears AA.
+    pub fn set_aa(&mut self, on: bool) {
+        header::set_aa(self.buf, on);
+    }
+
+    /// Sets or clears RA.
+    pub fn set_ra(&mut self, on: bool) {
+        header::set_ra(self.buf, on);
+    }
+
+    /// Sets or clears TC.
+    pub fn set_tc(&mut self, on: bool) {
+        header::set_tc(self.buf, on);
+    }
+
+    /// Sets or clears AD.
+    pub fn set_ad(&mut self, on: bool) {
+        header::set_ad(self.buf, on);
+    }
+
+    /// Adds a question. Only before any record.
+    pub fn push_question(
+        &mut self,
+        name: &Name,
+        qtype: Rtype,
+        qclass: Class,
+    ) -> Result<(), TruncationError> {
+        if self.stage != 0 {
+            debug_assert!(false, "question pushed after records");
+            return Err(TruncationError);
+        }
+        let mark = self.mark();
+        self.write_name(name, true);
+        self.put_u16(qtype.0);
+        self.put_u16(qclass.0);
+        self.commit(mark, 0)
+    }
+
+    /// Adds a record. Sections must come in order: answer, authority,
+    /// additional (a step back is a bug: debug assertion, error in release).
+    pub fn push(
+        &mut self,
+        section: Section,
+        owner: &Name,
+        class: Class,
+        ttl: u32,
+        rdata: &RData<'_>,
+    ) -> Result<(), TruncationError> {
+        self.enter(section)?;
+        let mark = self.mark();
+        self.write_name(owner, true);
+        self.put_u16(rdata.rtype().0);
+        self.put_u16(class.0);
+        self.put_u32(ttl);
+        let rdlen_at = self.buf.len();
+        self.put_u16(0);
+        self.write_rdata(rdata);
+        self.patch_rdlen(rdlen_at, mark)?;
+        self.commit(mark, section.count_index())
+    }
+
+    /// Adds the OPT record (to the additional section) with the extended
+    /// rcode bits from [`set_rcode`](Self::set_rcode), EDNS version 0, and
+    /// `options` (already encoded) as rdata.
+    pub fn push_opt(
+        &mut self,
+        udp_size: u16,
+        do_bit: bool,
+        options: &[u8],
+    ) -> Result<(), TruncationError> {
+        debug_assert!(self.opt_ttl_at.is_none(), "second OPT record");
+        self.enter(Section::Additional)?;
+        let mark = self.mark();
+        self.buf.push(0);
+        self.put_u16(Rtype::OPT.0);
+        self.put_u16(udp_size);
+        let ttl_at = self.buf.len();
+        let flags = if do_bit { EDNS_DO } else { 0 };
+        self.put_u32((u32::from(self.ext_rcode) << 24) | u32::from(flags));
+        let rdlen_at = self.buf.len();
+        self.put_u16(0);
+        self.buf.extend_from_slice(options);
+        self.patch_rdlen(rdlen_at, mark)?;
+        self.commit(mark, Section::Additional.count_index())?;
+        self.opt_ttl_at = Some(ttl_at);
+        Ok(())
+    }
+
+    /// Writes the counts and returns the message length; the buffer then
+    /// holds exactly the message.
+    pub fn finish(self) -> usize {
+        let [qd, an, ns, ar] = self.counts;
+        set_counts(self.buf, qd, an, ns, ar);
+        self.buf.len()
+    }
+
+    fn enter(&mut self, section: Section) -> Result<(), TruncationError> {
+        let stage = section.count_index();
+        if stage < self.stage {
+            debug_assert!(false, "records pushed out of section order");
+            return Err(TruncationError);
+        }
+        self.stage = stage;
+        Ok(())
+    }
+
+    fn mark(&self) -> (usize, usize) {
+        (self.buf.len(), self.comp.len)
+    }
+
+    fn rollback(&mut self, (len, comp_len): (usize, usize)) {
+        self.buf.truncate(len);
+        self.comp.len = comp_len;
+    }
+
+    fn commit(&mut self, mark: (usize, usize), idx: usize) -> Result<(), TruncationError> {
+        match self.counts[idx].checked_add(1) {
+            Some(n) if self.buf.len() <= self.limit => {
+                self.counts[idx] = n;
+                Ok(())
+            }
+            _ => {
+                self.rollback(mark);
+                Err(TruncationError)
+            }
+        }
+    }
+
+    fn patch_rdlen(&mut self, at: usize, mark: (usize, usize)) -> Result<(), TruncationError> {
+        match u16::try_from(self.buf.len() - at - 2) {
+            Ok(len) => {
+                self.buf[at..at + 2].copy_from_slice(&len.to_be_bytes());
+                Ok(())
+            }
+            Err(_) => {
+                self.rollback(mark);
+                Err(TruncationError)
+            }
+        }
+    }
+
+    fn put_u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+
+    fn put_u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+
+    fn put_char_string(&mut self, s: &[u8]) {
+        let s = s.get(..255).unwrap_or(s);
+        self.buf.push(s.len() as u8);
+        self.buf.extend_from_slice(s);
+    }
+
+    /// Writes `name`, ending in a pointer to an earlier copy of its longest
+    /// possible suffix when `compress` is set. Its new label positions are
+    /// remembered either way.
+    fn write_name(&mut self, name: &Name, compress: bool) {
+        let wire = name.as_wire();
+        let mut starts = [0u8; MAX_LABELS + 1];
+        let mut n = 0;
+        let mut p = 0;
+        while let Some(&len) = wire.get(p) {
+            if len == 0 || n == MAX_LABELS {
+                break;
+            }
+            starts[n] = p as u8;
+            n += 1;
+            p += 1 + usize::from(len);
+        }
+        let mut hashes = [0u32; MAX_LABELS];
+        let mut h = 0;
+        let mut end = wire.len() - 1;
+        for i in (0..n).rev() {
+            let s = usize::from(starts[i]);
+            h = hash_label(h, &wire[s..end]);
+            hashes[i] = h;
+            end = s;
+        }
+        let mut matched = None;
+        if compress {
+            matched = (0..n).find_map(|i| {
+                let s = usize::from(starts[i]);
+                self.comp
+                    .find(self.buf, hashes[i], &wire[s..])
+                    .map(|off| (i, off))
+            });
+        }
+        let (plain_labels, pointer) = match matched {
+            Some((i, off)) => (i, Some(off)),
+            None => (n, None),
+        };
+        let base = self.buf.len();
+        for i in 0..plain_labels {
+            self.comp.insert(hashes[i], base + usize::from(starts[i]));
+        }
+        match pointer {
+            Some(off) => {
+                let plain_end = usize::from(starts[plain_labels]);
+                self.buf.extend_from_slice(&wire[..plain_end]);
+                self.put_u16(0xC000 | off as u16);
+            }
+            None => self.buf.extend_from_slice(wire),
+        }
+    }
+
+    fn write_rdata(&mut self, rdata: &RData<'_>) {
+        match *rdata {
+            RData::A(ip) => self.buf.extend_from_slice(&ip.octets()),
+            RData::Aaaa(ip) => self.buf.extend_from_slice(&ip.octets()),
+            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => self.write_name(n, true),
+            RData::Mx {
+                preference,
+                exchange,
+            } => {
+                self.put_u16(preference);
+                self.write_name(exchange, true);
+            }
+            RData::Srv {
+                priority,
+                weight,
+                port,
+                target,
+            } => {
+                self.put_u16(priority);
+                self.put_u16(weight);
+                self.put_u16(port);
+                self.write_name(target, false);
+            }
+            RData::Txt(strings) => {
+                for s in strings {
+                    if s.is_empty() {
+                        self.buf.push(0);
+                    }
+                    for chunk in s.chunks(255) {
+                        self.put_char_string(chunk);
+                    }
+                }
+            }
+            RData::Soa {
+                mname,
+                rname,
+                serial,
+                refresh,
+                retry,
+                expire,
+                minimum,
+            } => {
+                self.write_name(mname, true);
+                self.write_name(rname, true);
+                for v in [serial, refresh, retry, expire, minimum] {
+                    self.put_u32(v);
+                }
+            }
+            RData::Hinfo { cpu, os } => {
+                self.put_char_string(cpu);
+                self.put_char_string(os);
+            }
+            RData::Raw { data, .. } => self.buf.extend_from_slice(data),
+        }
+    }
+}

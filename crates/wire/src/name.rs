@@ -1,0 +1,561 @@
+//! Domain names.
+//!
+//! On the wire a name is a sequence of labels, each a length byte (1..=63)
+//! followed by that many bytes, ended by the zero-length root label. At
+//! most 255 bytes in all (RFC 1035 §3.1). Inside a message a name may end
+//! in a *compression pointer* instead: two bytes `11pppppp pppppppp`
+//! giving the offset of the rest of the name (RFC 1035 §4.1.4).
+//!
+//! [`Name`] keeps the uncompressed wire form in a fixed 255-byte array, so
+//! creating, copying or lowercasing one never touches the heap. Equality
+//! and hashing are byte-exact (case-sensitive); use [`Name::eq_ignore_case`]
+//! or compare [`Name::to_lowercase`] copies for DNS semantics. Since length
+//! bytes are at most 63, below `'A'`, ASCII-lowercasing the whole wire form
+//! lowercases exactly the label bytes.
+
+use core::fmt;
+use core::hash::{Hash, Hasher};
+use core::str::FromStr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::error::{NameError, ParseError};
+use crate::header::HEADER_LEN;
+
+/// Maximum length of a name in wire form, root label included.
+pub const MAX_NAME_LEN: usize = 255;
+/// Maximum length of one label.
+pub const MAX_LABEL_LEN: usize = 63;
+
+/// An absolute domain name in uncompressed wire form. No heap.
+#[derive(Clone, Copy)]
+pub struct Name {
+    len: u8,
+    buf: [u8; MAX_NAME_LEN],
+}
+
+/// Walks the possibly compressed name at `*off` in `msg`, handing each
+/// label (without its length byte, root excluded) to `label`, and moves
+/// `*off` past the name as it appears at that position. Returns the
+/// uncompressed wire length.
+///
+/// Pointers must point strictly backwards, before the start of the run of
+/// labels that contains them, and not into the header. Each hop therefore
+/// lands earlier than the last, so loops are impossible and the walk is
+/// bounded by the message length.
+pub(crate) fn walk_name(
+    msg: &[u8],
+    off: &mut usize,
+    mut label: impl FnMut(&[u8]),
+) -> Result<usize, ParseError> {
+    let mut pos = *off;
+    let mut run_start = pos;
+    let mut end = None;
+    let mut total = 1;
+    loop {
+        let len = usize::from(*msg.get(pos).ok_or(ParseError)?);
+        match len & 0xC0 {
+            0x00 if len == 0 => {
+                *off = end.unwrap_or(pos + 1);
+                return Ok(total);
+            }
+            0x00 => {
+                let bytes = msg.get(pos + 1..pos + 1 + len).ok_or(ParseError)?;
+                total += len + 1;
+                if total > MAX_NAME_LEN {
+                    return Err(ParseError);
+                }
+                label(bytes);
+                pos += len + 1;
+            }
+            0xC0 => {
+                let low = usize::from(*msg.get(pos + 1).ok_or(ParseError)?);
+                let target = ((len & 0x3F) << 8) | low;
+                if target >= run_start || target < HEADER_LEN {
+                    return Err(ParseError);
+                }
+                end.get_or_insert(pos + 2);
+                pos = target;
+                run_start = target;
+            }
+            // 0x40 and 0x80: extended label types (RFC 6891 §5), unsupported.
+            _ => return Err(ParseError),
+        }
+    }
+}
+
+/// Iterator over the labels of a name, left to right, root excluded.
+#[derive(Debug, Clone)]
+pub struct Labels<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Labels<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let (&len, tail) = self.rest.split_first()?;
+        let len = usize::from(len);
+        if len == 0 || len > tail.len() {
+            self.rest = &[];
+            return None;
+        }
+        let (label, rest) = tail.split_at(len);
+        self.rest = rest;
+        Some(label)
+    }
+}
+
+impl Name {
+    /// The root name, `.`.
+    pub const fn root() -> Name {
+        Name {
+            len: 1,
+            buf: [0; MAX_NAME_LEN],
+        }
+    }
+
+    /// Reads a name from a message at `*off`, following compression
+    /// pointers, and moves `*off` past the name as it appears there.
+    pub fn from_wire(msg: &[u8], off: &mut usize) -> Result<Name, ParseError> {
+        let mut name = Name::root();
+        let mut pos = 0;
+        walk_name(msg, off, |label| {
+            // walk_name guarantees the total stays within 255 bytes.
+            let end = pos + 1 + label.len();
+            if let Some(dst) = name.buf.get_mut(pos..end) {
+                dst[0] = label.len() as u8;
+                dst[1..].copy_from_slice(label);
+            }
+            pos = end;
+        })?;
+        name.len = (pos + 1) as u8;
+        Ok(name)
+    }
+
+    /// Builds a name from uncompressed wire bytes (a sequence of labels
+    /// ending in the root label, nothing after it).
+    pub fn from_uncompressed(wire: &[u8]) -> Result<Name, ParseError> {
+        if wire.len() > MAX_NAME_LEN {
+            return Err(ParseError);
+        }
+        let mut pos = 0;
+        loop {
+            let len = usize::from(*wire.get(pos).ok_or(ParseError)?);
+            if len == 0 {
+                break;
+            }
+            if len > MAX_LABEL_LEN {
+                return Err(ParseError);
+            }
+            pos += 1 + len;
+        }
+        if pos + 1 != wire.len() {
+            return Err(ParseError);
+        }
+        let mut name = Name::root();
+        name.buf[..wire.len()].copy_from_slice(wire);
+        name.len = wire.len() as u8;
+        Ok(name)
+    }
+
+    /// Parses presentation form: `"a.b."` or `"a.b"` (both absolute),
+    /// `"."` for the root, with `\.`, `\\`, `\X` and `\DDD` escapes.
+    pub fn from_ascii(s: &str) -> Result<Name, NameError> {
+        let b = s.as_bytes();
+        if b == b"." {
+            return Ok(Name::root());
+        }
+        if b.is_empty() {
+            return Err(NameError::EmptyLabel);
+        }
+        let mut name = Name::root();
+        let mut out = 0; // start of the current label (its length byte)
+        let mut label_len = 0usize;
+        let mut i = 0;
+        let push = |name: &mut Name, out: usize, label_len: &mut usize, byte: u8| {
+            *label_len += 1;
+            if *label_len > MAX_LABEL_LEN {
+                return Err(NameError::LabelTooLong);
+            }
+            let at = out + *label_len;
+            // Leave room for the root label.
+            if at + 1 >= MAX_NAME_LEN {
+                return Err(NameError::NameTooLong);
+            }
+            name.buf[at] = byte;
+            Ok(())
+        };
+        while i < b.len() {
+            match b[i] {
+                b'.' => {
+                    if label_len == 0 {
+                        return Err(NameError::EmptyLabel);
+                    }
+                    name.buf[out] = label_len as u8;
+                    out += 1 + label_len;
+                    label_len = 0;
+                    i += 1;
+                }
+                b'\\' => {
+                    let (byte, used) = unescape(&b[i + 1..])?;
+                    push(&mut name, out, &mut label_len, byte)?;
+                    i += 1 + used;
+                }
+                c => {
+                    push(&mut name, out, &mut label_len, c)?;
+                    i += 1;
+                }
+            }
+        }
+        if label_len > 0 {
+            name.buf[out] = label_len as u8;
+            out += 1 + label_len;
+        }
+        if out + 1 > MAX_NAME_LEN {
+            return Err(NameError::NameTooLong);
+        }
+        name.buf[out] = 0;
+        name.len = (out + 1) as u8;
+        Ok(name)
+    }
+
+    /// Builds a name from labels (left to right, root excluded).
+    pub fn from_labels<'l, I>(labels: I) -> Result<Name, NameError>
+    where
+        I: IntoIterator<Item = &'l [u8]>,
+    {
+        let mut name = Name::root();
+        for label in labels {
+            name = name.append_label(label)?;
+        }
+        Ok(name)
+    }
+
+    /// The uncompressed wire form, root label included.
+    pub fn as_wire(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+
+    /// Length of the wire form (1 for the root).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether this is the root name.
+    pub fn is_root(&self) -> bool {
+        self.len == 1
+    }
+
+    /// Number of labels, root excluded (0 for the root).
+    pub fn label_count(&self) -> usize {
+        self.labels().count()
+    }
+
+    /// The labels left to right, root excluded.
+    pub fn labels(&self) -> Labels<'_> {
+        Labels {
+            rest: self.as_wire(),
+        }
+    }
+
+    /// The leftmost label, `None` for the root.
+    pub fn first_label(&self) -> Option<&[u8]> {
+        self.labels().next()
+    }
+
+    /// A lowercased copy.
+    pub fn to_lowercase(&self) -> Name {
+        let mut n = *self;
+        n.make_lowercase();
+        n
+    }
+
+    /// ASCII-lowercases in place.
+    pub fn make_lowercase(&mut self) {
+        let len = self.len();
+        self.buf[..len].make_ascii_lowercase();
+    }
+
+    /// Equality ignoring ASCII case, as DNS compares names.
+    pub fn eq_ignore_case(&self, other: &Name) -> bool {
+        self.as_wire().eq_ignore_ascii_case(other.as_wire())
+    }
+
+    /// Offset where `zone` starts within this name's wire form, if this
+    /// name is `zone` or below it (label-aligned, case-insensitive).
+    fn suffix_offset(&self, zone: &Name) -> Option<usize> {
+        let off = self.len().checked_sub(zone.len())?;
+        let mut pos = 0;
+        while pos < off {
+            pos += 1 + usize::from(self.buf[pos]);
+        }
+        (pos == off && self.as_wire()[off..].eq_ignore_ascii_case(zone.as_wire())).then_some(off)
+    }
+
+    /// Whether this name equals `zone` or lies below it. Label-aligned and
+    /// case-insensitive; every name ends with the root.
+    pub fn ends_with(&self, zone: &Name) -> bool {
+        self.suffix_offset(zone).is_some()
+    }
+
+    /// The labels left of `zone` (left to right), if this name ends with
+    /// `zone`. Empty when the name equals the zone.
+    pub fn strip_suffix_labels(&self, zone: &Name) -> Option<Labels<'_>> {
+        let off = self.suffix_offset(zone)?;
+        Some(Labels {
+            rest: &self.buf[..off],
+        })
+    }
+
+    /// The name without its leftmost label; `None` for the root.
+    pub fn parent(&self) -> Option<Name> {
+        if self.is_root() {
+            return None;
+        }
+        let skip = 1 + usize::from(self.buf[0]);
+        let mut n = Name::root();
+        let rest = &self.as_wire()[skip..];
+        n.buf[..rest.len()].copy_from_slice(rest);
+        n.len = rest.len() as u8;
+        Some(n)
+    }
+
+    /// `label` + `.` + this name.
+    pub fn prepend_label(&self, label: &[u8]) -> Result<Name, NameError> {
+        check_label(label)?;
+        let new_len = self.len() + 1 + label.len();
+        if new_len > MAX_NAME_LEN {
+            return Err(NameError::NameTooLong);
+        }
+        let mut n = Name::root();
+        n.buf[0] = label.len() as u8;
+        n.buf[1..=label.len()].copy_from_slice(label);
+        n.buf[1 + label.len()..new_len].copy_from_slice(self.as_wire());
+        n.len = new_len as u8;
+        Ok(n)
+    }
+
+    /// This name with `label` added just left of the root, e.g.
+    /// `a.b.` + `c` = `a.b.c.`.
+    pub fn append_label(&self, label: &[u8]) -> Result<Name, NameError> {
+        check_label(label)?;
+        let new_len = self.len() + 1 + label.len();
+        if new_len > MAX_NAME_LEN {
+            return Err(NameError::NameTooLong);
+        }
+        let mut n = *self;
+        let at = self.len() - 1;
+        n.buf[at] = label.len() as u8;
+        n.buf[at + 1..at + 1 + label.len()].copy_from_slice(label);
+        n.buf[new_len - 1] = 0;
+        n.len = new_len as u8;
+        Ok(n)
+    }
+
+    /// The labels of this name followed by `suffix`: `a.` ++ `b.c.` = `a.b.c.`.
+    pub fn concat(&self, suffix: &Name) -> Result<Name, NameError> {
+        let head = self.len() - 1;
+        let new_len = head + suffix.len();
+        if new_len > MAX_NAME_LEN {
+            return Err(NameError::NameTooLong);
+        }
+        let mut n = *self;
+        n.buf[head..new_len].copy_from_slice(suffix.as_wire());
+        n.len = new_len as u8;
+        Ok(n)
+    }
+}
+
+fn check_label(label: &[u8]) -> Result<(), NameError> {
+    match label.len() {
+        0 => Err(NameError::EmptyLabel),
+        1..=MAX_LABEL_LEN => Ok(()),
+        _ => Err(NameError::LabelTooLong),
+    }
+}
+
+/// Decodes the escape after a backslash: returns the byte and how many
+/// input bytes it used.
+fn unescape(rest: &[u8]) -> Result<(u8, usize), NameError> {
+    match rest {
+        [a, b, c, ..] if a.is_ascii_digit() && b.is_ascii_digit() && c.is_ascii_digit() => {
+            let v = u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0');
+            u8::try_from(v)
+                .map(|v| (v, 3))
+                .map_err(|_| NameError::BadEscape)
+        }
+        [d, ..] if d.is_ascii_digit() => Err(NameError::BadEscape),
+        [c, ..] => Ok((*c, 1)),
+        [] => Err(NameError::BadEscape),
+    }
+}
+
+/// Writes one label in presentation form, escaping like miekg/dns.
+pub(crate) fn fmt_label(f: &mut impl fmt::Write, label: &[u8]) -> fmt::Result {
+    for &b in label {
+        match b {
+            b'.' | b' ' | b'\'' | b'@' | b';' | b'(' | b')' | b'"' | b'\\' => {
+                f.write_char('\\')?;
+                f.write_char(char::from(b))?;
+            }
+            0x21..=0x7E => f.write_char(char::from(b))?,
+            _ => write!(f, "\\{b:03}")?,
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_root() {
+            return f.write_str(".");
+        }
+        for label in self.labels() {
+            fmt_label(f, label)?;
+            f.write_str(".")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Name({self})")
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_wire() == other.as_wire()
+    }
+}
+
+impl Eq for Name {}
+
+impl Hash for Name {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_wire().hash(state);
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Name) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Orders by wire bytes (cheap and total; not RFC 4034 canonical order).
+impl Ord for Name {
+    fn cmp(&self, other: &Name) -> core::cmp::Ordering {
+        self.as_wire().cmp(other.as_wire())
+    }
+}
+
+impl Default for Name {
+    fn default() -> Self {
+        Name::root()
+    }
+}
+
+impl FromStr for Name {
+    type Err = NameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Name::from_ascii(s)
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The reverse-lookup name of an address: `4.3.2.1.in-addr.arpa.` for
+/// 1.2.3.4, 32 nibble labels under `ip6.arpa.` for IPv6.
+pub fn reverse_name(ip: IpAddr) -> Name {
+    let mut n = Name::root();
+    let mut pos = 0;
+    let mut put = |label: &[u8]| {
+        n.buf[pos] = label.len() as u8;
+        n.buf[pos + 1..pos + 1 + label.len()].copy_from_slice(label);
+        pos += 1 + label.len();
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            for octet in v4.octets().into_iter().rev() {
+                let mut digits = [0u8; 3];
+                let mut i = 3;
+                let mut v = octet;
+                loop {
+                    i -= 1;
+                    digits[i] = b'0' + v % 10;
+                    v /= 10;
+                    if v == 0 {
+                        break;
+                    }
+                }
+                put(&digits[i..]);
+            }
+            put(b"in-addr");
+        }
+        IpAddr::V6(v6) => {
+            for byte in v6.octets().into_iter().rev() {
+                put(&[HEX[usize::from(byte & 0xF)]]);
+                put(&[HEX[usize::from(byte >> 4)]]);
+            }
+            put(b"ip6");
+        }
+    }
+    put(b"arpa");
+    n.buf[pos] = 0;
+    n.len = (pos + 1) as u8;
+    n
+}
+
+/// The address a full-length reverse name stands for (case-insensitive).
+/// `None` for partial names (`3.2.1.in-addr.arpa.`) and anything else.
+pub fn parse_reverse(name: &Name) -> Option<IpAddr> {
+    let mut labels = name.labels();
+    match name.label_count() {
+        6 => {
+            let mut octets = [0u8; 4];
+            for slot in octets.iter_mut().rev() {
+                *slot = parse_octet(labels.next()?)?;
+            }
+            let tail_ok = labels.next()?.eq_ignore_ascii_case(b"in-addr")
+                && labels.next()?.eq_ignore_ascii_case(b"arpa");
+            tail_ok.then(|| IpAddr::V4(Ipv4Addr::from(octets)))
+        }
+        34 => {
+            let mut octets = [0u8; 16];
+            for slot in octets.iter_mut().rev() {
+                let low = parse_nibble(labels.next()?)?;
+                let high = parse_nibble(labels.next()?)?;
+                *slot = (high << 4) | low;
+            }
+            let tail_ok = labels.next()?.eq_ignore_ascii_case(b"ip6")
+                && labels.next()?.eq_ignore_ascii_case(b"arpa");
+            tail_ok.then(|| IpAddr::V6(Ipv6Addr::from(octets)))
+        }
+        _ => None,
+    }
+}
+
+fn parse_octet(label: &[u8]) -> Option<u8> {
+    if label.is_empty() || label.len() > 3 || (label.len() > 1 && label[0] == b'0') {
+        return None;
+    }
+    let mut v = 0u16;
+    for &c in label {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u16::from(c - b'0');
+    }
+    u8::try_from(v).ok()
+}
+
+fn parse_nibble(label: &[u8]) -> Option<u8> {
+    match label {
+        [c] => (*c as char).to_digit(16).map(|d| d as u8),
+        _ => None,
+    }
+}

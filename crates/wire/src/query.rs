@@ -1,0 +1,149 @@
+//! The hot-path view over a received query.
+//!
+//! [`Query::parse`] walks the packet once: header, the single question,
+//! then every record (which must be well-formed) looking for the OPT
+//! record. It copies only the question name (twice: as sent, and
+//! lowercased for lookups); everything else is read from the borrowed
+//! packet. No heap allocation.
+
+use core::ops::Range;
+
+use crate::edns::{Edns, EdnsOptions, MAX_UDP_PLAIN};
+use crate::error::QueryError;
+use crate::header::{HEADER_LEN, Header};
+use crate::name::Name;
+use crate::read::{read_record, u16_at};
+use crate::types::{Class, Rtype};
+
+/// A parsed query borrowing the packet it came from.
+#[derive(Debug, Clone)]
+pub struct Query<'a> {
+    raw: &'a [u8],
+    header: Header,
+    qname: Name,
+    qname_lower: Name,
+    qtype: Rtype,
+    qclass: Class,
+    question_end: usize,
+    edns: Option<Edns>,
+}
+
+impl<'a> Query<'a> {
+    /// Parses a received packet as a query.
+    ///
+    /// Exactly one question is accepted (more is [`QueryError::Malformed`],
+    /// as miekg/dns rejects it with FORMERR). Answer and authority records
+    /// are skipped but must be well-formed. At most one OPT record, with
+    /// owner `.`, may appear in the additional section.
+    pub fn parse(packet: &'a [u8]) -> Result<Query<'a>, QueryError> {
+        let header = Header::parse(packet).map_err(|_| QueryError::TooShort)?;
+        if header.qr() {
+            return Err(QueryError::NotAQuery);
+        }
+        match header.qdcount {
+            0 => return Err(QueryError::NoQuestion),
+            1 => {}
+            _ => return Err(QueryError::Malformed),
+        }
+        let mut off = HEADER_LEN;
+        let qname = Name::from_wire(packet, &mut off)?;
+        let qtype = Rtype(u16_at(packet, off)?);
+        let qclass = Class(u16_at(packet, off + 2)?);
+        off += 4;
+        let question_end = off;
+        for _ in 0..u32::from(header.ancount) + u32::from(header.nscount) {
+            read_record(packet, &mut off)?;
+        }
+        let mut edns = None;
+        for _ in 0..header.arcount {
+            let rec = read_record(packet, &mut off)?;
+            if rec.rtype != Rtype::OPT {
+                continue;
+            }
+            if edns.is_some() || packet.get(rec.name_start) != Some(&0) {
+                return Err(QueryError::Malformed);
+            }
+            edns = Some(Edns::from_head(packet, &rec)?);
+        }
+        Ok(Query {
+            raw: packet,
+            header,
+            qname_lower: qname.to_lowercase(),
+            qname,
+            qtype,
+            qclass,
+            question_end,
+            edns,
+        })
+    }
+
+    /// The whole packet.
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
+    /// The header as received.
+    pub fn header(&self) -> Header {
+        self.header
+    }
+
+    /// The message ID.
+    pub fn id(&self) -> u16 {
+        self.header.id
+    }
+
+    /// The question name as sent (original case, e.g. DNS 0x20).
+    pub fn qname(&self) -> &Name {
+        &self.qname
+    }
+
+    /// The question name lowercased, for lookups.
+    pub fn qname_lower(&self) -> &Name {
+        &self.qname_lower
+    }
+
+    /// The question type.
+    pub fn qtype(&self) -> Rtype {
+        self.qtype
+    }
+
+    /// The question class.
+    pub fn qclass(&self) -> Class {
+        self.qclass
+    }
+
+    /// The bytes of the question (name, type, class) within [`raw`](Self::raw).
+    pub fn question_range(&self) -> Range<usize> {
+        HEADER_LEN..self.question_end
+    }
+
+    /// The question bytes (name, type, class) as received.
+    pub fn question_bytes(&self) -> &'a [u8] {
+        self.raw.get(self.question_range()).unwrap_or(&[])
+    }
+
+    /// The OPT record, if the query has one.
+    pub fn edns(&self) -> Option<&Edns> {
+        self.edns.as_ref()
+    }
+
+    /// The EDNS options (empty without EDNS).
+    pub fn edns_options(&self) -> EdnsOptions<'a> {
+        self.edns
+            .as_ref()
+            .map_or_else(EdnsOptions::default, |e| e.options(self.raw))
+    }
+
+    /// DNSSEC OK; false without EDNS.
+    pub fn do_bit(&self) -> bool {
+        self.edns.as_ref().is_some_and(|e| e.do_bit)
+    }
+
+    /// The largest UDP reply the client accepts: the EDNS payload size
+    /// (at least 512), or 512 without EDNS.
+    pub fn udp_size(&self) -> u16 {
+        self.edns
+            .as_ref()
+            .map_or(MAX_UDP_PLAIN, Edns::clamped_udp_size)
+    }
+}
