@@ -18,6 +18,7 @@ use crate::error::TruncationError;
 use crate::header::{self, FLAG_CD, FLAG_QR, FLAG_RD, Header, OPCODE_MASK, set_counts};
 use crate::name::{MAX_NAME_LEN, Name};
 use crate::query::Query;
+use crate::record::Record;
 use crate::types::{Class, Rcode, Rtype};
 
 /// A message section holding resource records.
@@ -93,6 +94,9 @@ pub enum RData<'a> {
         /// Negative-caching TTL.
         minimum: u32,
     },
+    /// Text strings owned by a [`Record`](crate::Record); written like
+    /// [`RData::Txt`].
+    TxtOwned(&'a [Vec<u8>]),
     /// Host information; each string is cut at 255 bytes.
     Hinfo {
         /// CPU.
@@ -120,7 +124,7 @@ impl RData<'_> {
             RData::Ptr(_) => Rtype::PTR,
             RData::Mx { .. } => Rtype::MX,
             RData::Srv { .. } => Rtype::SRV,
-            RData::Txt(_) => Rtype::TXT,
+            RData::Txt(_) | RData::TxtOwned(_) => Rtype::TXT,
             RData::Soa { .. } => Rtype::SOA,
             RData::Hinfo { .. } => Rtype::HINFO,
             RData::Raw { rtype, .. } => *rtype,
@@ -359,6 +363,21 @@ impl<'b> MessageBuilder<'b> {
         self.commit(mark, section.count_index())
     }
 
+    /// Adds an owned record (see [`push`](Self::push)).
+    pub fn push_record(
+        &mut self,
+        section: Section,
+        record: &Record,
+    ) -> Result<(), TruncationError> {
+        self.push(
+            section,
+            &record.name,
+            record.class,
+            record.ttl,
+            &record.as_rdata(),
+        )
+    }
+
     /// Adds the OPT record (to the additional section) with the extended
     /// rcode bits from [`set_rcode`](Self::set_rcode), EDNS version 0, and
     /// `options` (already encoded) as rdata.
@@ -447,6 +466,14 @@ impl<'b> MessageBuilder<'b> {
         self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
+    /// A TXT string: split into 255-byte character-strings if longer.
+    fn put_txt_string(&mut self, s: &[u8]) {
+        if s.is_empty() {
+            self.buf.push(0);
+        }
+        s.chunks(255).for_each(|chunk| self.put_char_string(chunk));
+    }
+
     fn put_char_string(&mut self, s: &[u8]) {
         let s = s.get(..255).unwrap_or(s);
         self.buf.push(s.len() as u8);
@@ -528,16 +555,8 @@ impl<'b> MessageBuilder<'b> {
                 self.put_u16(port);
                 self.write_name(target, false);
             }
-            RData::Txt(strings) => {
-                for s in strings {
-                    if s.is_empty() {
-                        self.buf.push(0);
-                    }
-                    for chunk in s.chunks(255) {
-                        self.put_char_string(chunk);
-                    }
-                }
-            }
+            RData::Txt(strings) => strings.iter().for_each(|s| self.put_txt_string(s)),
+            RData::TxtOwned(strings) => strings.iter().for_each(|s| self.put_txt_string(s)),
             RData::Soa {
                 mname,
                 rname,

@@ -52,17 +52,23 @@ pub mod build;
 pub mod edns;
 pub mod error;
 pub mod header;
+pub mod message;
 pub mod name;
 pub mod query;
 mod read;
+pub mod record;
+pub mod truncate;
 pub mod types;
 
 pub use build::{MessageBuilder, RData, Section};
 pub use edns::{DEFAULT_EDNS_SIZE, Edns, EdnsOptions, MAX_MESSAGE_LEN, MAX_UDP_PLAIN};
 pub use error::{NameError, ParseError, QueryError, TruncationError};
 pub use header::{HEADER_LEN, Header, set_aa, set_id, set_ra, set_rcode_low, set_tc};
+pub use message::{Message, RecordView, Records};
 pub use name::{Name, parse_reverse, reverse_name};
 pub use query::Query;
+pub use record::{Record, RecordData, RecordParseError};
+pub use truncate::truncate;
 pub use types::{Class, Opcode, Rcode, Rtype};
 
 /// Everything a plugin or the server typically needs, for a glob import.

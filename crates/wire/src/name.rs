@@ -559,3 +559,314 @@ fn parse_nibble(label: &[u8]) -> Option<u8> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    /// A message: 12 zero header bytes followed by `body`.
+    fn msg(body: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; HEADER_LEN];
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn root() {
+        let r = Name::root();
+        assert_eq!(r.as_wire(), &[0]);
+        assert_eq!(r.len(), 1);
+        assert!(r.is_root());
+        assert_eq!(r.label_count(), 0);
+        assert_eq!(r.to_string(), ".");
+        assert_eq!(n("."), r);
+        assert_eq!(r.parent(), None);
+        assert_eq!(r.first_label(), None);
+        assert_eq!(Name::default(), r);
+    }
+
+    #[test]
+    fn from_ascii_basic() {
+        let a = n("www.Example.org.");
+        assert_eq!(a.as_wire(), b"\x03www\x07Example\x03org\x00");
+        assert_eq!(a, n("www.Example.org"));
+        assert_eq!(a.len(), 17);
+        assert_eq!(a.label_count(), 3);
+        let labels: Vec<&[u8]> = a.labels().collect();
+        assert_eq!(labels, [&b"www"[..], b"Example", b"org"]);
+        assert_eq!(a.to_string(), "www.Example.org.");
+        assert_eq!("a.b".parse::<Name>(), Ok(n("a.b.")));
+    }
+
+    #[test]
+    fn from_ascii_errors() {
+        assert_eq!(Name::from_ascii(""), Err(NameError::EmptyLabel));
+        assert_eq!(Name::from_ascii("a..b"), Err(NameError::EmptyLabel));
+        assert_eq!(Name::from_ascii(".a"), Err(NameError::EmptyLabel));
+        assert_eq!(Name::from_ascii("a.."), Err(NameError::EmptyLabel));
+        assert_eq!(Name::from_ascii("a\\"), Err(NameError::BadEscape));
+        assert_eq!(Name::from_ascii("a\\25"), Err(NameError::BadEscape));
+        assert_eq!(Name::from_ascii("a\\256"), Err(NameError::BadEscape));
+        let long_label = "x".repeat(64);
+        assert_eq!(Name::from_ascii(&long_label), Err(NameError::LabelTooLong));
+    }
+
+    #[test]
+    fn escapes() {
+        let a = n("a\\.b.c");
+        assert_eq!(a.as_wire(), b"\x03a.b\x01c\x00");
+        assert_eq!(a.to_string(), "a\\.b.c.");
+        let b = n("\\000\\255\\032x\\\\y");
+        assert_eq!(b.as_wire(), b"\x06\x00\xff x\\y\x00");
+        assert_eq!(b.to_string(), "\\000\\255\\ x\\\\y.");
+        assert_eq!(n(&b.to_string()), b);
+        let c = n("\\@\\;\\(\\)\\\"\\'\\$");
+        assert_eq!(c.to_string(), "\\@\\;\\(\\)\\\"\\'$.");
+        assert_eq!(n(&c.to_string()), c);
+    }
+
+    /// Labels of 63 bytes; total exactly `total` bytes of wire form.
+    fn name_of_len(total: usize) -> String {
+        let mut parts = Vec::new();
+        let mut left = total - 1; // root byte
+        while left > 0 {
+            let take = left.min(64);
+            // A label of length L uses L + 1 bytes; avoid a 0-length label.
+            let take = if left - take == 1 { take - 1 } else { take };
+            parts.push("a".repeat(take - 1));
+            left -= take;
+        }
+        parts.join(".")
+    }
+
+    #[test]
+    fn length_limits() {
+        let max = n(&name_of_len(255));
+        assert_eq!(max.len(), 255);
+        assert_eq!(n(&max.to_string()), max);
+        assert_eq!(
+            Name::from_ascii(&name_of_len(256)),
+            Err(NameError::NameTooLong)
+        );
+        let label63 = "b".repeat(63);
+        let l = n(&label63);
+        assert_eq!(l.len(), 65);
+        assert_eq!(l.prepend_label(&[b'x'; 64]), Err(NameError::LabelTooLong));
+        assert_eq!(max.prepend_label(b"x"), Err(NameError::NameTooLong));
+        assert_eq!(max.append_label(b"x"), Err(NameError::NameTooLong));
+        assert_eq!(max.concat(&n("x")), Err(NameError::NameTooLong));
+        assert_eq!(Name::root().prepend_label(b""), Err(NameError::EmptyLabel));
+
+        // The same limits on the wire.
+        let mut off = HEADER_LEN;
+        let m = msg(max.as_wire());
+        assert_eq!(Name::from_wire(&m, &mut off), Ok(max));
+        assert_eq!(off, HEADER_LEN + 255);
+        let mut body = vec![1, b'x'];
+        body.extend_from_slice(max.as_wire());
+        let m = msg(&body);
+        assert_eq!(
+            Name::from_wire(&m, &mut HEADER_LEN.clone()),
+            Err(ParseError)
+        );
+        let mut body = vec![63];
+        body.extend_from_slice(&[b'y'; 63]);
+        body.push(0);
+        let m = msg(&body);
+        let mut off = HEADER_LEN;
+        assert_eq!(Name::from_wire(&m, &mut off).unwrap().len(), 65);
+        // 64-byte label: the length byte 0x40 is a reserved label type.
+        let mut body = vec![64];
+        body.extend_from_slice(&[b'y'; 64]);
+        body.push(0);
+        assert_eq!(
+            Name::from_wire(&msg(&body), &mut HEADER_LEN.clone()),
+            Err(ParseError)
+        );
+    }
+
+    #[test]
+    fn from_wire_pointers() {
+        // 12: example.org. ; 25: www + ptr(12) ; 31: ptr(25)
+        let mut body = b"\x07example\x03org\x00".to_vec();
+        body.extend_from_slice(b"\x03www\xC0\x0C");
+        body.extend_from_slice(b"\xC0\x19");
+        let m = msg(&body);
+        let mut off = 25;
+        assert_eq!(Name::from_wire(&m, &mut off), Ok(n("www.example.org")));
+        assert_eq!(off, 31);
+        let mut off = 31;
+        assert_eq!(Name::from_wire(&m, &mut off), Ok(n("www.example.org")));
+        assert_eq!(off, 33);
+    }
+
+    #[test]
+    fn from_wire_bad_pointers() {
+        // Pointer to itself.
+        let m = msg(b"\xC0\x0C");
+        assert_eq!(Name::from_wire(&m, &mut 12), Err(ParseError));
+        // Forward pointer.
+        let m = msg(b"\xC0\x0E\x00");
+        assert_eq!(Name::from_wire(&m, &mut 12), Err(ParseError));
+        // Loop: 12 -> 14 is forward; 14 -> 12 backward then 12 -> 14 again.
+        let m = msg(b"\x01a\xC0\x0C");
+        assert_eq!(Name::from_wire(&m, &mut 14), Err(ParseError));
+        // Two-step loop through earlier names.
+        let m = msg(b"\x01a\xC0\x10\x01b\xC0\x0C");
+        assert_eq!(Name::from_wire(&m, &mut 16), Err(ParseError));
+        // Pointer past the end.
+        let m = msg(b"\x00\xC0\xFF");
+        assert_eq!(Name::from_wire(&m, &mut 13), Err(ParseError));
+        // Pointer into the header.
+        let m = msg(b"\xC0\x02");
+        assert_eq!(Name::from_wire(&m, &mut 12), Err(ParseError));
+        // Truncated pointer and label.
+        assert_eq!(Name::from_wire(&msg(b"\xC0"), &mut 12), Err(ParseError));
+        assert_eq!(Name::from_wire(&msg(b"\x05ab"), &mut 12), Err(ParseError));
+        assert_eq!(Name::from_wire(&msg(b"\x01a"), &mut 12), Err(ParseError));
+        assert_eq!(Name::from_wire(&msg(b""), &mut 12), Err(ParseError));
+        assert_eq!(Name::from_wire(&msg(b"\x00"), &mut 99), Err(ParseError));
+        // Reserved label type 0x80.
+        assert_eq!(Name::from_wire(&msg(b"\x80\x00"), &mut 12), Err(ParseError));
+        // Long chain of valid backward pointers whose total exceeds 255.
+        let mut body = Vec::new();
+        body.extend_from_slice(
+            b"\x3Faaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\x00",
+        );
+        for i in 0..5 {
+            let prev = 12 + if i == 0 { 0 } else { 65 + (i - 1) * 66 };
+            body.push(0x3F);
+            body.extend_from_slice(&[b'b'; 63]);
+            body.extend_from_slice(&[0xC0 | (prev >> 8) as u8, prev as u8]);
+        }
+        let m = msg(&body);
+        assert!(Name::from_wire(&m, &mut (12 + 65)).is_ok());
+        assert_eq!(
+            Name::from_wire(&m, &mut (12 + 65 + 4 * 66)),
+            Err(ParseError)
+        );
+    }
+
+    #[test]
+    fn from_uncompressed() {
+        let a = n("a.b");
+        assert_eq!(Name::from_uncompressed(a.as_wire()), Ok(a));
+        assert_eq!(Name::from_uncompressed(b"\x01a\x00x"), Err(ParseError));
+        assert_eq!(Name::from_uncompressed(b"\x01a"), Err(ParseError));
+        assert_eq!(Name::from_uncompressed(b"\x40a\x00"), Err(ParseError));
+        assert_eq!(Name::from_uncompressed(b""), Err(ParseError));
+    }
+
+    #[test]
+    fn case_handling() {
+        let a = n("WwW.ExAmple.ORG");
+        assert_eq!(a.to_lowercase(), n("www.example.org"));
+        assert_ne!(a, n("www.example.org"));
+        assert!(a.eq_ignore_case(&n("www.example.org")));
+        assert!(!a.eq_ignore_case(&n("www.example.com")));
+        let mut b = a;
+        b.make_lowercase();
+        assert_eq!(b.as_wire(), b"\x03www\x07example\x03org\x00");
+        // Length bytes are never touched (63 < 'A').
+        let c = n(&"Z".repeat(63));
+        assert_eq!(c.to_lowercase().as_wire()[0], 63);
+    }
+
+    #[test]
+    fn suffixes() {
+        let a = n("svc.NS.svc.cluster.local");
+        let zone = n("cluster.local");
+        assert!(a.ends_with(&zone));
+        assert!(a.ends_with(&Name::root()));
+        assert!(Name::root().ends_with(&Name::root()));
+        assert!(a.ends_with(&a));
+        assert!(a.ends_with(&n("CLUSTER.local")));
+        assert!(!a.ends_with(&n("uster.local")));
+        assert!(!zone.ends_with(&a));
+        assert!(!n("xcluster.local").ends_with(&zone));
+        let left: Vec<&[u8]> = a.strip_suffix_labels(&zone).unwrap().collect();
+        assert_eq!(left, [&b"svc"[..], b"NS", b"svc"]);
+        assert_eq!(zone.strip_suffix_labels(&zone).unwrap().count(), 0);
+        assert!(a.strip_suffix_labels(&n("example.org")).is_none());
+        assert_eq!(
+            Name::root()
+                .strip_suffix_labels(&Name::root())
+                .unwrap()
+                .count(),
+            0
+        );
+    }
+
+    #[test]
+    fn composition() {
+        let a = n("b.c");
+        assert_eq!(a.parent(), Some(n("c")));
+        assert_eq!(n("c").parent(), Some(Name::root()));
+        assert_eq!(a.prepend_label(b"a"), Ok(n("a.b.c")));
+        assert_eq!(a.append_label(b"d"), Ok(n("b.c.d")));
+        assert_eq!(Name::root().append_label(b"d"), Ok(n("d")));
+        assert_eq!(n("a").concat(&a), Ok(n("a.b.c")));
+        assert_eq!(Name::root().concat(&a), Ok(a));
+        assert_eq!(a.concat(&Name::root()), Ok(a));
+        assert_eq!(a.first_label(), Some(&b"b"[..]));
+        assert_eq!(Name::from_labels([&b"x"[..], b"y"]), Ok(n("x.y")));
+        assert_eq!(Name::from_labels(core::iter::empty()), Ok(Name::root()));
+    }
+
+    #[test]
+    fn ordering_and_hash() {
+        use std::collections::HashSet;
+        let set: HashSet<Name> = [n("a"), n("A"), n("a")].into_iter().collect();
+        assert_eq!(set.len(), 2);
+        assert!(n("a") < n("b"));
+        assert_eq!(format!("{:?}", n("a.b")), "Name(a.b.)");
+    }
+
+    #[test]
+    fn reverse_v4() {
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let r = reverse_name(ip);
+        assert_eq!(r, n("1.0.0.10.in-addr.arpa."));
+        assert_eq!(parse_reverse(&r), Some(ip));
+        let ip: IpAddr = "255.100.9.0".parse().unwrap();
+        assert_eq!(reverse_name(ip).to_string(), "0.9.100.255.in-addr.arpa.");
+        assert_eq!(parse_reverse(&reverse_name(ip)), Some(ip));
+        assert_eq!(
+            parse_reverse(&n("1.0.0.10.IN-ADDR.Arpa")),
+            Some("10.0.0.1".parse().unwrap())
+        );
+        assert_eq!(parse_reverse(&n("0.0.10.in-addr.arpa")), None);
+        assert_eq!(parse_reverse(&n("1.0.0.256.in-addr.arpa")), None);
+        assert_eq!(parse_reverse(&n("1.0.0.010.in-addr.arpa")), None);
+        assert_eq!(parse_reverse(&n("1.0.0.x.in-addr.arpa")), None);
+        assert_eq!(parse_reverse(&n("1.0.0.10.in-addr.arpb")), None);
+        assert_eq!(parse_reverse(&n("1.0.0.10.ip6.arpa")), None);
+    }
+
+    #[test]
+    fn reverse_v6() {
+        let ip: IpAddr = "2001:db8::567:89ab".parse().unwrap();
+        let r = reverse_name(ip);
+        assert_eq!(
+            r.to_string(),
+            "b.a.9.8.7.6.5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."
+        );
+        assert_eq!(r.label_count(), 34);
+        assert_eq!(parse_reverse(&r), Some(ip));
+        assert_eq!(
+            parse_reverse(&r.to_string().to_uppercase().parse().unwrap()),
+            Some(ip)
+        );
+        assert_eq!(parse_reverse(&r.parent().unwrap()), None);
+        let bad = n("bb.a.9.8.7.6.5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa");
+        assert_eq!(parse_reverse(&bad), None);
+        let bad = n("g.a.9.8.7.6.5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa");
+        assert_eq!(parse_reverse(&bad), None);
+        let ip: IpAddr = "::".parse().unwrap();
+        assert_eq!(parse_reverse(&reverse_name(ip)), Some(ip));
+    }
+}
