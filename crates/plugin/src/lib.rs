@@ -1,1 +1,48 @@
-//! The plugin contract: request, response writer, chain flow, setup context, registry order.
+//! The plugin contract of clusterdns, the Rust counterpart of CoreDNS's
+//! `plugin/plugin.go` and `plugin.md`.
+//!
+//! A server block's plugins form a [`Chain`], ordered by `plugin.cfg`. A
+//! query walks the chain front to back; each plugin's [`Plugin::query`]
+//! returns a typed [`Flow`]:
+//!
+//! ```text
+//!  query ──► prometheus ─► errors ─► log ─► cache ─► kubernetes ─► forward
+//!              Next         Next      Next   Next     Answered
+//!  response ◄─ prometheus ◄ errors ◄─ log ◄─ cache ◄──────┘  (reverse order,
+//!              (count)      (report)  (print) (store)        only plugins
+//!                                                            that said Next)
+//! ```
+//!
+//! * `Answered`: the plugin wrote a complete reply into the
+//!   [`ResponseWriter`]; the chain stops and the plugins before it see the
+//!   reply through [`Plugin::response`], in reverse order.
+//! * `Next`: not mine (or fall through); the next plugin is asked.
+//! * `Async`: this plugin needs I/O (an upstream). The server then runs the
+//!   whole query again on the asynchronous path ([`Chain::run_async`]),
+//!   where [`Plugin::query_async`] is awaited. The synchronous pass has no
+//!   side effects before the outcome is known, so running again is safe.
+//! * `Fail(e)`: an error; the server writes the reply for `e.rcode()`
+//!   ([`PluginError::rcode`] is the one error→rcode mapping) and the
+//!   `errors` plugin reports it.
+//!
+//! The synchronous path is the hot path: answers we own (cache hits,
+//! cluster records, hosts) are served on the receiving thread without
+//! allocation, lock or task spawn.
+
+mod chain;
+mod error;
+pub mod log;
+pub mod metrics;
+mod request;
+pub mod setup;
+pub mod testing;
+mod writer;
+
+pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
+pub use error::PluginError;
+pub use request::{Family, Proto, Request};
+pub use setup::{HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared};
+pub use writer::ResponseWriter;
+
+/// Metric namespace shared by every metric, as in CoreDNS.
+pub const NAMESPACE: &str = "coredns";

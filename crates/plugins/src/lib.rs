@@ -1,1 +1,61 @@
-//! The plugins, one module each; each module's doc is its README.
+//! The plugins of clusterdns, one module each. A module's documentation is
+//! its README (Name, Description, Syntax, Examples, Metrics, Ready), in the
+//! format of CoreDNS's plugin READMEs.
+//!
+//! [`registry`] lists them in chain order; a test checks it against the
+//! repository's `plugin.cfg`, the one place that order is declared.
+
+pub mod any;
+pub mod bind;
+pub mod cache;
+pub mod chaos;
+pub mod errors;
+pub mod forward;
+pub mod health;
+pub mod hosts;
+pub mod kubernetes;
+pub mod loadbalance;
+pub mod log;
+pub mod loop_;
+pub mod prometheus;
+pub mod ready;
+pub mod reload;
+pub mod whoami;
+
+use clusterdns_plugin::PluginDef;
+
+/// Every compiled-in plugin, in `plugin.cfg` order.
+pub fn registry() -> Vec<PluginDef> {
+    vec![
+        reload::DEF,
+        bind::DEF,
+        ready::DEF,
+        health::DEF,
+        prometheus::DEF,
+        errors::DEF,
+        log::DEF,
+        any::DEF,
+        chaos::DEF,
+        loadbalance::DEF,
+        cache::DEF,
+        hosts::DEF,
+        kubernetes::DEF,
+        loop_::DEF,
+        forward::DEF,
+        whoami::DEF,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn registry_matches_plugin_cfg() {
+        let cfg = include_str!("../../../plugin.cfg");
+        let want = clusterdns_plugin::setup::parse_plugin_cfg(cfg);
+        let have: Vec<&str> = super::registry().iter().map(|p| p.name).collect();
+        assert_eq!(
+            have, want,
+            "crates/plugins registry() and plugin.cfg disagree"
+        );
+    }
+}

@@ -1,1 +1,31 @@
-//! Transport and lifecycle: UDP/TCP listeners, zone mux, admin HTTP, reload.
+//! Transport and lifecycle of clusterdns, the counterpart of CoreDNS's
+//! `core/dnsserver` and caddy's start/reload/stop.
+//!
+//! ```text
+//!  UDP socket (one per worker thread, SO_REUSEPORT)      TCP listener (tokio)
+//!     │ recvmmsg batch                                     │ per connection
+//!     ▼                                                    ▼
+//!  handle::serve_sync ── parse ── checks ── mux (longest zone) ── Chain::run_sync
+//!     │  Reply: scrub (OPT, truncate) → sendmmsg batch
+//!     │  Defer: copy packet → tokio task → Chain::run_async → scrub → sendto
+//!     ▼
+//!  admin HTTP (health, ready, metrics routes registered by plugins)
+//! ```
+//!
+//! An [`Instance`] is one parsed and set-up Corefile. [`run`] binds its
+//! listeners and serves until SIGTERM/SIGINT; `reload` swaps in a new
+//! instance without dropping queries (the listeners stay; only each
+//! listener's zone table is swapped atomically).
+
+mod admin;
+mod handle;
+mod instance;
+mod mux;
+mod run;
+mod sys;
+mod tcp;
+mod udp;
+
+pub use instance::{ConfigSource, Instance, InstanceError, ListenerSpec};
+pub use mux::Mux;
+pub use run::{RunOptions, ServerError, run};

@@ -1,0 +1,178 @@
+//! Shared helpers for the binary's integration tests: start the real
+//! `clusterdns` binary on a Corefile with a free loopback port, query it
+//! with the real `dig`/`kdig`, stop it on drop.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test: `$CLUSTERDNS_BIN`, else the one Cargo built for
+/// this test run.
+pub fn binary() -> PathBuf {
+    match std::env::var_os("CLUSTERDNS_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_clusterdns")),
+    }
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1 right now.
+pub fn free_port() -> u16 {
+    loop {
+        let u = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        let port = u.local_addr().expect("addr").port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A running clusterdns.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    pub corefile: PathBuf,
+}
+
+impl Server {
+    /// Writes `corefile` (with every `{PORT}` replaced by a free port) to a
+    /// temporary directory and starts the binary on it with `-conf`. Waits
+    /// until the server answers a query over UDP on that port.
+    pub fn start(corefile: &str) -> Server {
+        Self::start_with(corefile, &[])
+    }
+
+    /// Like [`Server::start`], with extra files written next to the
+    /// Corefile first (`(name, content)`).
+    pub fn start_with(corefile: &str, files: &[(&str, &str)]) -> Server {
+        let port = free_port();
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, content) in files {
+            std::fs::write(dir.path().join(name), content.replace("{PORT}", &port.to_string()))
+                .expect("write file");
+        }
+        let path = dir.path().join("Corefile");
+        std::fs::write(&path, corefile.replace("{PORT}", &port.to_string())).expect("write Corefile");
+        let child = Command::new(binary())
+            .arg("-conf")
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start clusterdns");
+        let mut s = Server {
+            child,
+            port,
+            dir,
+            corefile: path,
+        };
+        s.wait_ready();
+        s
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        sock.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
+        // A bare header (QR=0, no question): the server answers FORMERR.
+        let probe = [0xab, 0xcd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let mut buf = [0u8; 512];
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let (out, err) = self.output();
+                panic!("clusterdns exited with {status}\nstdout:\n{out}\nstderr:\n{err}");
+            }
+            let _ = sock.send_to(&probe, ("127.0.0.1", self.port));
+            if sock.recv_from(&mut buf).is_ok() {
+                return;
+            }
+        }
+        panic!("clusterdns did not answer on port {} within 20s", self.port);
+    }
+
+    /// Stops the process and returns what it printed.
+    pub fn stop(mut self) -> (String, String) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.output()
+    }
+
+    /// Sends SIGTERM and waits for the exit status (for shutdown tests).
+    pub fn terminate(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+    }
+
+    fn output(&mut self) -> (String, String) {
+        let mut out = String::new();
+        let mut err = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        (out, err)
+    }
+
+    /// Runs `dig @127.0.0.1 -p PORT +tries=1 +time=2 ARGS...` and returns stdout.
+    pub fn dig(&self, args: &[&str]) -> String {
+        dig(self.port, args)
+    }
+
+    /// Runs `kdig @127.0.0.1 -p PORT ARGS...` and returns stdout.
+    pub fn kdig(&self, args: &[&str]) -> String {
+        let out = Command::new("kdig")
+            .arg("@127.0.0.1")
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("+retry=0")
+            .arg("+timeout=2")
+            .args(args)
+            .output()
+            .expect("run kdig (apt-get install knot-dnsutils)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `dig @127.0.0.1 -p PORT +tries=1 +time=2 ARGS...`, stdout.
+pub fn dig(port: u16, args: &[&str]) -> String {
+    let out = Command::new("dig")
+        .arg("@127.0.0.1")
+        .arg("-p")
+        .arg(port.to_string())
+        .arg("+tries=1")
+        .arg("+time=2")
+        .args(args)
+        .output()
+        .expect("run dig (apt-get install dnsutils)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The `status:` of a dig reply (`NOERROR`, `NXDOMAIN`, ...).
+pub fn status(dig_output: &str) -> String {
+    dig_output
+        .split("status: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Records of `+noall +answer`-style dig output, whitespace-normalised.
+pub fn lines(dig_output: &str) -> Vec<String> {
+    dig_output
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with(';'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}

@@ -1,0 +1,325 @@
+//! The chain of plugins of one server block and the typed flow between them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use clusterdns_wire::Rcode;
+
+use crate::{PluginError, Request, ResponseWriter};
+
+/// A boxed, sendable future, for the asynchronous path.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a plugin decided about a query.
+#[derive(Debug)]
+pub enum Flow {
+    /// A complete reply is in the writer.
+    Answered,
+    /// Pass the query to the next plugin.
+    Next,
+    /// The plugin needs the asynchronous path ([`Plugin::query_async`]).
+    Async,
+    /// Nothing was written; the server replies with `e.rcode()`.
+    Fail(PluginError),
+}
+
+/// The synchronous pass met a plugin that needs I/O: run
+/// [`Chain::run_async`] instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deferred;
+
+/// How a query ended, shown to the plugins' response hooks.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The rcode written to the client.
+    pub rcode: Rcode,
+    /// The plugin that answered or failed (empty when the chain ran out).
+    pub plugin: &'static str,
+    /// The error, when a plugin failed.
+    pub error: Option<PluginError>,
+}
+
+/// A plugin's query handler. See the crate documentation for the flow.
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin's name as written in the Corefile.
+    fn name(&self) -> &'static str;
+
+    /// The synchronous handler, run on the receiving thread.
+    ///
+    /// It must not have side effects unless it returns `Answered` or
+    /// `Fail`: when a later plugin returns `Async`, the query is run again
+    /// on the asynchronous path.
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow;
+
+    /// The asynchronous handler, awaited when `query` returned `Async`.
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> BoxFuture<'a, Flow> {
+        let _ = (req, w);
+        let plugin = self.name();
+        Box::pin(async move { Flow::Fail(PluginError::NotAsync { plugin }) })
+    }
+
+    /// Sees (and may edit) the reply of a query this plugin passed on,
+    /// after the plugins behind it are done. Called in reverse chain
+    /// order.
+    fn response(&self, req: &Request<'_>, w: &mut ResponseWriter, outcome: &Outcome) {
+        let _ = (req, w, outcome);
+    }
+}
+
+/// The ordered plugins of one server block.
+#[derive(Clone, Default)]
+pub struct Chain {
+    plugins: Arc<[Arc<dyn Plugin>]>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.plugins.iter().map(|p| p.name()))
+            .finish()
+    }
+}
+
+impl Chain {
+    /// A chain of `plugins`, already in `plugin.cfg` order.
+    pub fn new(plugins: Vec<Arc<dyn Plugin>>) -> Self {
+        Self {
+            plugins: plugins.into(),
+        }
+    }
+
+    /// The plugins, in order.
+    pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
+        &self.plugins
+    }
+
+    /// Whether any plugin is named `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.plugins.iter().any(|p| p.name() == name)
+    }
+
+    /// Runs the query on the receiving thread. Returns `Err(Deferred)`
+    /// when a plugin needs the asynchronous path; nothing has been
+    /// written or counted then.
+    pub fn run_sync(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Result<Outcome, Deferred> {
+        for (i, p) in self.plugins.iter().enumerate() {
+            match p.query(req, w) {
+                Flow::Next => continue,
+                Flow::Async => return Err(Deferred),
+                flow => return Ok(self.finish(i, p.name(), flow, req, w)),
+            }
+        }
+        Ok(self.ran_out(req, w))
+    }
+
+    /// Runs the query with I/O allowed.
+    pub async fn run_async(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Outcome {
+        for (i, p) in self.plugins.iter().enumerate() {
+            let mut flow = p.query(req, w);
+            if let Flow::Async = flow {
+                flow = p.query_async(req, w).await;
+                if let Flow::Async = flow {
+                    flow = Flow::Fail(PluginError::NotAsync { plugin: p.name() });
+                }
+            }
+            match flow {
+                Flow::Next => continue,
+                flow => return self.finish(i, p.name(), flow, req, w),
+            }
+        }
+        self.ran_out(req, w)
+    }
+
+    fn ran_out(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Outcome {
+        let plugin = self.plugins.last().map_or("", |p| p.name());
+        let n = self.plugins.len();
+        self.finish(
+            n,
+            plugin,
+            Flow::Fail(PluginError::NoNext { plugin }),
+            req,
+            w,
+        )
+    }
+
+    /// Writes the error reply if needed, then runs the response hooks of
+    /// the plugins before position `at`, last first.
+    fn finish(
+        &self,
+        at: usize,
+        plugin: &'static str,
+        flow: Flow,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+    ) -> Outcome {
+        let outcome = match flow {
+            Flow::Fail(e) => {
+                let rcode = e.rcode();
+                w.write_error(req, rcode);
+                Outcome {
+                    rcode,
+                    plugin,
+                    error: Some(e),
+                }
+            }
+            _ => Outcome {
+                rcode: w.rcode(),
+                plugin,
+                error: None,
+            },
+        };
+        for p in self.plugins[..at.min(self.plugins.len())].iter().rev() {
+            p.response(req, w, &outcome);
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use clusterdns_wire::{Name, Query, Rtype};
+
+    use super::*;
+    use crate::testing;
+
+    /// A plugin that returns a fixed flow and records the hooks it sees.
+    struct Fixed {
+        name: &'static str,
+        flow: fn() -> Flow,
+        seen: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Plugin for Fixed {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+            let f = (self.flow)();
+            if let Flow::Answered = f {
+                w.reply(req).finish();
+            }
+            f
+        }
+        fn query_async<'a>(
+            &'a self,
+            req: &'a Request<'a>,
+            w: &'a mut ResponseWriter,
+        ) -> BoxFuture<'a, Flow> {
+            Box::pin(async move {
+                w.write_error(req, Rcode::NXDOMAIN);
+                Flow::Answered
+            })
+        }
+        fn response(&self, _req: &Request<'_>, _w: &mut ResponseWriter, o: &Outcome) {
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("{}:{}:{}", self.name, o.plugin, o.rcode));
+        }
+    }
+
+    type Seen = Arc<Mutex<Vec<String>>>;
+
+    type Step = (&'static str, fn() -> Flow);
+
+    fn chain(flows: &[Step]) -> (Chain, Seen) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let plugins = flows
+            .iter()
+            .map(|(name, flow)| {
+                Arc::new(Fixed {
+                    name,
+                    flow: *flow,
+                    seen: seen.clone(),
+                }) as Arc<dyn Plugin>
+            })
+            .collect();
+        (Chain::new(plugins), seen)
+    }
+
+    fn block_on<F: Future>(f: F) -> F::Output {
+        // The futures under test never wait, so one poll finishes them.
+        let mut f = Box::pin(f);
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("test future pending"),
+        }
+    }
+
+    #[test]
+    fn answered_stops_and_hooks_run_in_reverse() {
+        let (c, seen) = chain(&[
+            ("a", || Flow::Next),
+            ("b", || Flow::Next),
+            ("c", || Flow::Answered),
+            ("d", || Flow::Answered),
+        ]);
+        let pkt = testing::query("example.org.", Rtype::A);
+        let q = Query::parse(&pkt).unwrap();
+        let zone = Name::root();
+        let req = testing::request(&q, &zone);
+        let mut w = ResponseWriter::new();
+        let o = c.run_sync(&req, &mut w).unwrap();
+        assert_eq!(o.plugin, "c");
+        assert_eq!(o.rcode, Rcode::NOERROR);
+        assert_eq!(*seen.lock().unwrap(), vec!["b:c:NOERROR", "a:c:NOERROR"]);
+    }
+
+    #[test]
+    fn running_out_is_servfail_no_next_plugin() {
+        let (c, seen) = chain(&[("a", || Flow::Next), ("b", || Flow::Next)]);
+        let pkt = testing::query("example.org.", Rtype::A);
+        let q = Query::parse(&pkt).unwrap();
+        let zone = Name::root();
+        let req = testing::request(&q, &zone);
+        let mut w = ResponseWriter::new();
+        let o = c.run_sync(&req, &mut w).unwrap();
+        assert_eq!(o.rcode, Rcode::SERVFAIL);
+        assert_eq!(
+            o.error.unwrap().to_string(),
+            "plugin/b: no next plugin found"
+        );
+        assert_eq!(testing::reply(w.bytes()).rcode, Rcode::SERVFAIL);
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn async_defers_without_side_effects_then_runs_async() {
+        let (c, seen) = chain(&[("a", || Flow::Next), ("b", || Flow::Async)]);
+        let pkt = testing::query("example.org.", Rtype::A);
+        let q = Query::parse(&pkt).unwrap();
+        let zone = Name::root();
+        let req = testing::request(&q, &zone);
+        let mut w = ResponseWriter::new();
+        assert_eq!(c.run_sync(&req, &mut w).unwrap_err(), Deferred);
+        assert!(seen.lock().unwrap().is_empty());
+        let o = block_on(c.run_async(&req, &mut w));
+        assert_eq!(o.plugin, "b");
+        assert_eq!(o.rcode, Rcode::NXDOMAIN);
+        assert_eq!(*seen.lock().unwrap(), vec!["a:b:NXDOMAIN"]);
+    }
+
+    #[test]
+    fn fail_writes_the_mapped_rcode() {
+        let (c, _) = chain(&[("a", || Flow::Fail(PluginError::Refused { plugin: "a" }))]);
+        let pkt = testing::query("example.org.", Rtype::A);
+        let q = Query::parse(&pkt).unwrap();
+        let zone = Name::root();
+        let req = testing::request(&q, &zone);
+        let mut w = ResponseWriter::new();
+        let o = c.run_sync(&req, &mut w).unwrap();
+        assert_eq!(o.rcode, Rcode::REFUSED);
+        let r = testing::reply(w.bytes());
+        assert_eq!(r.rcode, Rcode::REFUSED);
+        assert!(r.header.qr());
+    }
+}

@@ -1,0 +1,230 @@
+//! Turning a server block's directives into plugins.
+//!
+//! Each plugin exports a [`PluginDef`]: its name and a [`SetupFn`] that
+//! reads every directive of that name in a block and adds what it needs
+//! to the [`SetupCtx`]: a query handler, HTTP routes, readiness checks,
+//! start-up and shut-down hooks. The server calls the setup functions in
+//! `plugin.cfg` order, so handlers land in the chain in that order.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clusterdns_corefile::{ConfigError, Directive, ServerBlock, ServerKey};
+
+use crate::Plugin;
+use crate::metrics::Registry;
+
+/// Reads all directives of one plugin in one server block.
+pub type SetupFn = fn(&mut SetupCtx<'_>, &[&Directive]) -> Result<(), ConfigError>;
+
+/// A compiled-in plugin.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginDef {
+    /// Its directive name.
+    pub name: &'static str,
+    /// Its setup function.
+    pub setup: SetupFn,
+}
+
+/// An HTTP reply from an admin route.
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    /// Status code.
+    pub status: u16,
+    /// `Content-Type` header.
+    pub content_type: &'static str,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+/// Produces the reply of an admin route.
+pub type HttpHandler = Arc<dyn Fn() -> HttpReply + Send + Sync>;
+
+/// A route served by the admin HTTP listeners (health, ready, metrics).
+#[derive(Clone)]
+pub struct HttpRoute {
+    /// Listen address (`:8080` binds all addresses).
+    pub addr: SocketAddr,
+    /// Path, e.g. `/health`.
+    pub path: String,
+    /// The handler.
+    pub handler: HttpHandler,
+}
+
+impl std::fmt::Debug for HttpRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.addr, self.path)
+    }
+}
+
+/// A readiness check: `true` once the plugin can answer.
+pub type ReadyCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The readiness checks of one configuration.
+#[derive(Clone, Default)]
+pub struct ReadyList(pub Arc<parking_lot::Mutex<Vec<(&'static str, ReadyCheck)>>>);
+
+impl ReadyList {
+    /// Names of the plugins that are not ready yet, in registration order.
+    pub fn not_ready(&self) -> Vec<&'static str> {
+        self.0
+            .lock()
+            .iter()
+            .filter(|(_, check)| !check())
+            .map(|(name, _)| *name)
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for ReadyList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.lock().iter().map(|(n, _)| n))
+            .finish()
+    }
+}
+
+/// A hook run when the configuration starts serving (in the runtime's
+/// context, so it may spawn tasks) or stops.
+pub type Hook = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// The `reload` plugin's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReloadSettings {
+    /// How often the Corefile is checked.
+    pub interval: Duration,
+    /// Random spread added to the interval.
+    pub jitter: Duration,
+}
+
+/// State shared by all server blocks of one configuration.
+pub struct Shared {
+    /// The process's metrics; survives reloads.
+    pub metrics: Arc<Registry>,
+    /// HTTP routes to serve.
+    pub routes: Vec<HttpRoute>,
+    /// Readiness checks by plugin name, for `ready` (shared, so a route
+    /// set up before the other plugins sees their checks).
+    pub readiness: ReadyList,
+    /// Run after every block is set up, before serving.
+    pub on_startup: Vec<Hook>,
+    /// Run when this configuration stops serving.
+    pub on_shutdown: Vec<Hook>,
+    /// Set by `reload`.
+    pub reload: Option<ReloadSettings>,
+    /// Set by `health ... { lameduck D }`.
+    pub lameduck: Option<Duration>,
+    /// Set by the server when the process starts shutting down (during
+    /// the lameduck period), so `ready` can report it.
+    pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("routes", &self.routes)
+            .field("reload", &self.reload)
+            .field("lameduck", &self.lameduck)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Shared state using the process's metrics registry.
+    pub fn new(metrics: Arc<Registry>) -> Self {
+        Self {
+            metrics,
+            routes: Vec::new(),
+            readiness: ReadyList::default(),
+            on_startup: Vec::new(),
+            on_shutdown: Vec::new(),
+            reload: None,
+            lameduck: None,
+            shutting_down: Arc::default(),
+        }
+    }
+}
+
+/// What a setup function sees and fills in for one server block.
+pub struct SetupCtx<'a> {
+    /// The block being set up.
+    pub block: &'a ServerBlock,
+    /// Its parsed keys (zones and ports).
+    pub keys: &'a [ServerKey],
+    /// Directory of the Corefile (relative paths in plugin arguments are
+    /// resolved against it, like CoreDNS's `root`-less behaviour).
+    pub config_dir: &'a Path,
+    /// Process-wide state of this configuration.
+    pub shared: &'a mut Shared,
+    /// Addresses set by `bind` (names of interfaces already resolved by
+    /// the plugin); empty means all addresses.
+    pub bind: Vec<std::net::IpAddr>,
+    plugins: Vec<Arc<dyn Plugin>>,
+}
+
+impl std::fmt::Debug for SetupCtx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetupCtx")
+            .field("keys", &self.keys)
+            .field("bind", &self.bind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> SetupCtx<'a> {
+    /// A context for one block.
+    pub fn new(
+        block: &'a ServerBlock,
+        keys: &'a [ServerKey],
+        config_dir: &'a Path,
+        shared: &'a mut Shared,
+    ) -> Self {
+        Self {
+            block,
+            keys,
+            config_dir,
+            shared,
+            bind: Vec::new(),
+            plugins: Vec::new(),
+        }
+    }
+
+    /// Every zone of the block's keys (lowercase FQDN), without
+    /// duplicates, in key order. Plugins use them as default zones.
+    pub fn zones(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for z in self.keys.iter().flat_map(|k| k.zones.iter()) {
+            if !out.contains(z) {
+                out.push(z.clone());
+            }
+        }
+        out
+    }
+
+    /// Adds a query handler; handlers run in the order they were added.
+    pub fn add_plugin(&mut self, p: Arc<dyn Plugin>) {
+        self.plugins.push(p);
+    }
+
+    /// Registers a readiness check for `ready`.
+    pub fn add_ready(&mut self, name: &'static str, check: ReadyCheck) {
+        self.shared.readiness.0.lock().push((name, check));
+    }
+
+    /// Takes the handlers added so far.
+    pub fn take_plugins(&mut self) -> Vec<Arc<dyn Plugin>> {
+        std::mem::take(&mut self.plugins)
+    }
+}
+
+/// Reads `plugin.cfg` text: the names in order, comments and blanks
+/// skipped. Used by tests that check a registry against the file.
+pub fn parse_plugin_cfg(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split(':').next())
+        .collect()
+}

@@ -1,0 +1,70 @@
+#![doc = include_str!("README.md")]
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use clusterdns_corefile::{ConfigError, Directive};
+use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
+use clusterdns_wire::{Class, Name, RData, Section};
+
+/// Registration of *whoami*.
+pub const DEF: PluginDef = PluginDef {
+    name: "whoami",
+    setup,
+};
+
+fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
+    if dirs.len() > 1 {
+        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
+    }
+    if !dirs[0].args.is_empty() || !dirs[0].block.is_empty() {
+        return Err(dirs[0].arg_err());
+    }
+    ctx.add_plugin(Arc::new(Whoami));
+    Ok(())
+}
+
+/// The *whoami* handler.
+#[derive(Debug)]
+pub struct Whoami;
+
+impl Plugin for Whoami {
+    fn name(&self) -> &'static str {
+        "whoami"
+    }
+
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        let qname = req.qname_lower();
+        let label: &[u8] = match req.proto {
+            clusterdns_plugin::Proto::Udp => b"_udp",
+            clusterdns_plugin::Proto::Tcp => b"_tcp",
+        };
+        // A name one label longer than the query may not fit in 255
+        // bytes; then the SRV record is left out.
+        let srv_name: Option<Name> = qname.prepend_label(label).ok();
+        let mut b = w.reply(req);
+        b.set_aa(true);
+        let ip = match req.client.ip() {
+            IpAddr::V4(v4) => RData::A(v4),
+            IpAddr::V6(v6) => RData::Aaaa(v6),
+        };
+        let root = Name::root();
+        let mut ok = b
+            .push(Section::Additional, qname, Class::IN, 0, &ip)
+            .is_ok();
+        if let Some(srv_name) = &srv_name {
+            let srv = RData::Srv {
+                priority: 0,
+                weight: 0,
+                port: req.client.port(),
+                target: &root,
+            };
+            ok &= b
+                .push(Section::Additional, srv_name, Class::IN, 0, &srv)
+                .is_ok();
+        }
+        let _ = ok;
+        b.finish();
+        Flow::Answered
+    }
+}

@@ -1,0 +1,276 @@
+//! What happens to one packet, for UDP and TCP alike: parse, the checks
+//! CoreDNS's server (and miekg/dns before it) makes, zone selection, the
+//! chain, then the reply's scrub (EDNS0 OPT mirrored, truncation to the
+//! client's size).
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use clusterdns_plugin::{Chain, Deferred, Proto, Request, ResponseWriter};
+use clusterdns_wire::{
+    Class, HEADER_LEN, Header, Message, Opcode, Query, QueryError, Rcode, Rtype, truncate,
+};
+
+use crate::mux::Mux;
+
+/// What to do with a packet after the synchronous pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handled {
+    /// The writer holds the reply.
+    Reply,
+    /// Send nothing (not a query, or unreadable).
+    Drop,
+    /// Needs the asynchronous path.
+    Defer,
+}
+
+/// Everything about a packet except its bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Meta {
+    pub client: SocketAddr,
+    pub local: SocketAddr,
+    pub proto: Proto,
+    pub received: Instant,
+}
+
+/// EDNS options CoreDNS copies from the query's OPT into the reply
+/// (`request.SupportedOptions`): LLQ, UL, NSID, DAU, DHU, N3U, SUBNET,
+/// EXPIRE, COOKIE, TCP-KEEPALIVE, PADDING.
+const SUPPORTED_OPTIONS: &[u16] = &[1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12];
+
+/// Outcome of the checks made before the chain runs. The query view is
+/// large but lives on the stack; boxing it would allocate per query.
+#[allow(clippy::large_enum_variant)]
+enum Checked<'q> {
+    Done(Handled),
+    Chain(Query<'q>),
+}
+
+/// Parses and checks a packet; writes the reply for anything that never
+/// reaches a chain.
+fn check<'q>(packet: &'q [u8], w: &mut ResponseWriter) -> Checked<'q> {
+    match Query::parse(packet) {
+        Ok(q) => {
+            let op = q.header().opcode();
+            if op != Opcode::QUERY && op != Opcode::NOTIFY {
+                header_only_reply(packet, Rcode::NOTIMP, w);
+                return Checked::Done(Handled::Reply);
+            }
+            if let Some(e) = q.edns()
+                && e.version != 0
+            {
+                let mut b = w.reply_query(&q);
+                b.set_rcode(Rcode::BADVERS);
+                let _ = b.push_opt(e.udp_size, q.do_bit(), &[]);
+                b.finish();
+                return Checked::Done(Handled::Reply);
+            }
+            Checked::Chain(q)
+        }
+        Err(QueryError::TooShort) | Err(QueryError::NotAQuery) => Checked::Done(Handled::Drop),
+        Err(QueryError::NoQuestion) | Err(QueryError::Malformed) => {
+            header_only_reply(packet, Rcode::FORMERR, w);
+            Checked::Done(Handled::Reply)
+        }
+    }
+}
+
+/// A reply with only a header: the query's ID and opcode, QR set and
+/// `rcode` (miekg/dns `SetRcodeFormatError`).
+fn header_only_reply(packet: &[u8], rcode: Rcode, w: &mut ResponseWriter) {
+    let Ok(h) = Header::parse(packet) else {
+        w.clear();
+        return;
+    };
+    let reply = Header {
+        id: h.id,
+        // QR, the query's opcode, RD copied, low rcode bits.
+        flags: 0x8000 | (h.flags & 0x7900) | (rcode.0 & 0x000f),
+        qdcount: 0,
+        ancount: 0,
+        nscount: 0,
+        arcount: 0,
+    };
+    let buf = w.buffer_mut();
+    buf.clear();
+    buf.resize(HEADER_LEN, 0);
+    reply.write(buf);
+}
+
+/// Builds the request and picks the chain, or writes REFUSED.
+fn route<'m>(
+    mux: &'m Mux,
+    q: &Query<'_>,
+    w: &mut ResponseWriter,
+) -> Option<(&'m clusterdns_wire::Name, &'m Chain)> {
+    let Some((zone, chain)) = mux.select(q.qname_lower()) else {
+        refuse(q, w);
+        return None;
+    };
+    let class_ok = q.qclass() == Class::IN || chain.contains("chaos") || chain.contains("forward");
+    if !class_ok {
+        refuse(q, w);
+        return None;
+    }
+    Some((zone, chain))
+}
+
+fn refuse(q: &Query<'_>, w: &mut ResponseWriter) {
+    let mut b = w.reply_query(q);
+    b.set_rcode(Rcode::REFUSED);
+    b.finish();
+}
+
+/// The synchronous pass over one packet. On `Reply` the writer holds the
+/// scrubbed reply.
+pub(crate) fn serve_sync(mux: &Mux, packet: &[u8], meta: Meta, w: &mut ResponseWriter) -> Handled {
+    let q = match check(packet, w) {
+        Checked::Done(Handled::Reply) => return finish_plain(packet, meta, w),
+        Checked::Done(h) => return h,
+        Checked::Chain(q) => q,
+    };
+    let Some((zone, chain)) = route(mux, &q, w) else {
+        scrub(&q, meta.proto, w);
+        return Handled::Reply;
+    };
+    let req = Request {
+        query: &q,
+        client: meta.client,
+        local: meta.local,
+        proto: meta.proto,
+        zone,
+        server: &mux.label,
+        received: meta.received,
+    };
+    match chain.run_sync(&req, w) {
+        Ok(_) => {
+            scrub(&q, meta.proto, w);
+            Handled::Reply
+        }
+        Err(Deferred) => Handled::Defer,
+    }
+}
+
+/// The asynchronous pass, for packets `serve_sync` deferred.
+pub(crate) async fn serve_async(
+    mux: &Mux,
+    packet: &[u8],
+    meta: Meta,
+    w: &mut ResponseWriter,
+) -> Handled {
+    let q = match check(packet, w) {
+        Checked::Done(Handled::Reply) => return finish_plain(packet, meta, w),
+        Checked::Done(h) => return h,
+        Checked::Chain(q) => q,
+    };
+    let Some((zone, chain)) = route(mux, &q, w) else {
+        scrub(&q, meta.proto, w);
+        return Handled::Reply;
+    };
+    let req = Request {
+        query: &q,
+        client: meta.client,
+        local: meta.local,
+        proto: meta.proto,
+        zone,
+        server: &mux.label,
+        received: meta.received,
+    };
+    chain.run_async(&req, w).await;
+    scrub(&q, meta.proto, w);
+    Handled::Reply
+}
+
+/// Replies written before a chain ran (FORMERR, NOTIMP, BADVERS) need no
+/// scrub beyond what was built.
+fn finish_plain(_packet: &[u8], _meta: Meta, w: &mut ResponseWriter) -> Handled {
+    if w.bytes().is_empty() {
+        Handled::Drop
+    } else {
+        Handled::Reply
+    }
+}
+
+/// CoreDNS's ScrubWriter: mirror the query's EDNS0 (`SizeAndDo`), then
+/// truncate to what the client accepts (`Scrub`).
+pub(crate) fn scrub(q: &Query<'_>, proto: Proto, w: &mut ResponseWriter) {
+    if let Some(e) = q.edns() {
+        mirror_opt(q, e, w.buffer_mut());
+    }
+    let max = match proto {
+        Proto::Udp => usize::from(q.udp_size()).max(512),
+        Proto::Tcp => 65535,
+    };
+    let buf = w.buffer_mut();
+    if buf.len() > max {
+        let _ = truncate(buf, max);
+    }
+}
+
+/// Where the TTL field of the reply's OPT record is, if it has one.
+fn opt_ttl_offset(buf: &[u8], arcount: u16) -> Option<usize> {
+    if arcount == 0 {
+        return None;
+    }
+    let msg = Message::parse(buf).ok()?;
+    msg.records()
+        .find(|r| r.rtype == Rtype::OPT)
+        .map(|r| r.ttl_offset)
+}
+
+/// Gives the reply the query's OPT (size, DO, supported options) or
+/// normalises the OPT it already has, as `request.SizeAndDo` does.
+fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, buf: &mut Vec<u8>) {
+    let Ok(h) = Header::parse(buf) else { return };
+    if let Some(ttl_off) = opt_ttl_offset(buf, h.arcount) {
+        // CLASS = the query's payload size; TTL &= 0xff00 clears the
+        // extended rcode and version; DO set when the query had it.
+        let class_off = ttl_off - 2;
+        buf[class_off..class_off + 2].copy_from_slice(&e.udp_size.to_be_bytes());
+        let ttl = u32::from_be_bytes([
+            buf[ttl_off],
+            buf[ttl_off + 1],
+            buf[ttl_off + 2],
+            buf[ttl_off + 3],
+        ]);
+        let mut ttl = ttl & 0xff00;
+        if e.do_bit {
+            ttl |= 0x8000;
+        }
+        buf[ttl_off..ttl_off + 4].copy_from_slice(&ttl.to_be_bytes());
+        return;
+    }
+    // Append the query's OPT: root owner, TYPE 41, CLASS = payload size,
+    // TTL = DO bit only, then the supported options.
+    let raw = q.raw();
+    let opts = raw.get(e.options.clone()).unwrap_or(&[]);
+    let start = buf.len();
+    buf.push(0);
+    buf.extend_from_slice(&41u16.to_be_bytes());
+    buf.extend_from_slice(&e.udp_size.to_be_bytes());
+    let ttl: u32 = if e.do_bit { 0x8000 } else { 0 };
+    buf.extend_from_slice(&ttl.to_be_bytes());
+    let len_at = buf.len();
+    buf.extend_from_slice(&[0, 0]);
+    let mut i = 0;
+    while i + 4 <= opts.len() {
+        let code = u16::from_be_bytes([opts[i], opts[i + 1]]);
+        let len = usize::from(u16::from_be_bytes([opts[i + 2], opts[i + 3]]));
+        let end = i + 4 + len;
+        if end > opts.len() {
+            break;
+        }
+        if SUPPORTED_OPTIONS.contains(&code) {
+            buf.extend_from_slice(&opts[i..end]);
+        }
+        i = end;
+    }
+    let rdlen = buf.len() - len_at - 2;
+    let Ok(rdlen) = u16::try_from(rdlen) else {
+        buf.truncate(start);
+        return;
+    };
+    buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
+    let ar = h.arcount.saturating_add(1);
+    buf[10..12].copy_from_slice(&ar.to_be_bytes());
+}

@@ -1,0 +1,221 @@
+//! One parsed and set-up Corefile: the listeners it needs and the zone
+//! table of each.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clusterdns_corefile::{ConfigError, ProcessEnv, Scheme, parse_key, parse_str};
+use clusterdns_plugin::metrics::Registry;
+use clusterdns_plugin::{Chain, PluginDef, SetupCtx, Shared};
+use clusterdns_wire::Name;
+use sha2::{Digest, Sha512};
+
+use crate::mux::Mux;
+
+/// Where the Corefile comes from.
+#[derive(Debug, Clone)]
+pub enum ConfigSource {
+    /// A file on disk (re-read on reload).
+    File(PathBuf),
+    /// Text compiled in or given directly; `name` appears in messages.
+    Text {
+        /// Shown as the file name in errors.
+        name: PathBuf,
+        /// The Corefile.
+        text: String,
+    },
+}
+
+impl ConfigSource {
+    /// Reads the Corefile text.
+    pub fn read(&self) -> Result<(PathBuf, String), InstanceError> {
+        match self {
+            ConfigSource::File(p) => {
+                std::fs::read_to_string(p)
+                    .map(|t| (p.clone(), t))
+                    .map_err(|source| InstanceError::Read {
+                        path: p.clone(),
+                        source,
+                    })
+            }
+            ConfigSource::Text { name, text } => Ok((name.clone(), text.clone())),
+        }
+    }
+}
+
+/// Why a configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    /// The Corefile could not be read.
+    #[error("unable to read Corefile {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Syntax error, with `file:line`.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A plugin rejected its configuration (CoreDNS `plugin.Error`).
+    #[error("plugin/{plugin}: {source}")]
+    Plugin {
+        /// The plugin.
+        plugin: &'static str,
+        /// Where and why.
+        #[source]
+        source: ConfigError,
+    },
+}
+
+/// One address the configuration listens on, with its zone table.
+#[derive(Debug, Clone)]
+pub struct ListenerSpec {
+    /// UDP and TCP address.
+    pub addr: SocketAddr,
+    /// The zones served there.
+    pub mux: Mux,
+    /// A default wildcard IPv6 listener: failing to bind it (no IPv6 on
+    /// the host) is a warning, not an error.
+    pub optional: bool,
+}
+
+/// A parsed, set-up configuration, not yet serving.
+#[derive(Debug)]
+pub struct Instance {
+    /// Listeners, in Corefile order.
+    pub listeners: Vec<ListenerSpec>,
+    /// Routes, readiness, hooks and settings from the plugins.
+    pub shared: Shared,
+    /// SHA512 of the Corefile text, in hex (what `reload` compares).
+    pub checksum: String,
+    /// `zone:port` lines for the start-up banner, in Corefile order.
+    pub banner: Vec<String>,
+}
+
+impl Instance {
+    /// Parses `source` and runs every plugin's setup in `registry` order.
+    /// Binds nothing.
+    pub fn build(
+        source: &ConfigSource,
+        registry: &[PluginDef],
+        default_port: u16,
+        metrics: Arc<Registry>,
+    ) -> Result<Instance, InstanceError> {
+        let (path, text) = source.read()?;
+        let checksum = sha512_hex(text.as_bytes());
+        let corefile = parse_str(&text, &path, &ProcessEnv)?;
+        let config_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let mut shared = Shared::new(metrics);
+        let mut listeners: Vec<ListenerSpec> = Vec::new();
+        let mut banner = Vec::new();
+        for block in &corefile.blocks {
+            for d in &block.directives {
+                if !registry.iter().any(|p| p.name == d.name.text) {
+                    return Err(d
+                        .name
+                        .err(format!("Unknown directive '{}'", d.name.text))
+                        .into());
+                }
+            }
+            let mut keys = Vec::with_capacity(block.keys.len());
+            for k in &block.keys {
+                let key = parse_key(k)?;
+                if key.scheme != Scheme::Dns {
+                    return Err(k
+                        .err(format!(
+                            "scheme {} is not supported (only dns:// is)",
+                            key.scheme
+                        ))
+                        .into());
+                }
+                keys.push(key);
+            }
+            let mut ctx = SetupCtx::new(block, &keys, &config_dir, &mut shared);
+            for def in registry {
+                let dirs: Vec<_> = block.directives_named(def.name).collect();
+                if !dirs.is_empty() {
+                    (def.setup)(&mut ctx, &dirs).map_err(|source| InstanceError::Plugin {
+                        plugin: def.name,
+                        source,
+                    })?;
+                }
+            }
+            let chain = Chain::new(ctx.take_plugins());
+            let bind = std::mem::take(&mut ctx.bind);
+            drop(ctx);
+            for key in &keys {
+                let port = key.port.unwrap_or(default_port);
+                let (addrs, optional_v6) = if bind.is_empty() {
+                    (
+                        vec![
+                            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                        ],
+                        true,
+                    )
+                } else {
+                    (bind.clone(), false)
+                };
+                for ip in addrs {
+                    let addr = SocketAddr::new(ip, port);
+                    let label = if bind.is_empty() {
+                        format!("dns://:{port}")
+                    } else {
+                        format!("dns://{}", addr)
+                    };
+                    let idx = match listeners.iter().position(|l| l.addr == addr) {
+                        Some(i) => i,
+                        None => {
+                            listeners.push(ListenerSpec {
+                                addr,
+                                mux: Mux::new(label),
+                                optional: optional_v6 && ip.is_ipv6(),
+                            });
+                            listeners.len() - 1
+                        }
+                    };
+                    for zone in &key.zones {
+                        let name = Name::from_ascii(zone)
+                            .map_err(|e| key.token.err(format!("invalid zone {zone}: {e}")))?;
+                        if !listeners[idx].mux.add(name, chain.clone()) {
+                            return Err(key
+                                .token
+                                .err(format!(
+                                    "cannot serve dns://{zone}:{port} - it is already defined"
+                                ))
+                                .into());
+                        }
+                    }
+                }
+                for zone in &key.zones {
+                    let line = format!("{zone}:{port}");
+                    if !banner.contains(&line) {
+                        banner.push(line);
+                    }
+                }
+            }
+        }
+        Ok(Instance {
+            listeners,
+            shared,
+            checksum,
+            banner,
+        })
+    }
+}
+
+/// Hex SHA512, as CoreDNS's reload plugin prints it.
+pub(crate) fn sha512_hex(data: &[u8]) -> String {
+    let digest = Sha512::digest(data);
+    let mut s = String::with_capacity(128);
+    for b in digest {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}

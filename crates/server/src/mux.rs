@@ -1,0 +1,80 @@
+//! The zone table of one listener: longest-suffix match of the query name
+//! against the zones served on that address and port.
+
+use clusterdns_plugin::Chain;
+use clusterdns_wire::Name;
+
+/// One listener's zones and their chains.
+#[derive(Debug, Clone)]
+pub struct Mux {
+    /// The listener's label in metrics and logs, `dns://:53`.
+    pub label: String,
+    /// Zones sorted by label count, longest first, so the first match is
+    /// the longest.
+    zones: Vec<(Name, Chain)>,
+}
+
+impl Mux {
+    /// A mux for `label` with no zones.
+    pub fn new(label: String) -> Self {
+        Self {
+            label,
+            zones: Vec::new(),
+        }
+    }
+
+    /// Adds `zone`; returns `false` when it is already served here.
+    pub fn add(&mut self, zone: Name, chain: Chain) -> bool {
+        if self.zones.iter().any(|(z, _)| z == &zone) {
+            return false;
+        }
+        self.zones.push((zone, chain));
+        self.zones
+            .sort_by_key(|(z, _)| std::cmp::Reverse(z.label_count()));
+        true
+    }
+
+    /// The zone and chain for a lowercase query name (CoreDNS: longest
+    /// configured suffix, else the root zone, else none → REFUSED).
+    #[inline]
+    pub fn select(&self, qname_lower: &Name) -> Option<(&Name, &Chain)> {
+        self.zones
+            .iter()
+            .find(|(z, _)| qname_lower.ends_with(z))
+            .map(|(z, c)| (z, c))
+    }
+
+    /// The zones, longest first.
+    pub fn zones(&self) -> impl Iterator<Item = &Name> {
+        self.zones.iter().map(|(z, _)| z)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    #[test]
+    fn longest_suffix_wins_then_root() {
+        let mut m = Mux::new("dns://:53".into());
+        assert!(m.add(n("."), Chain::default()));
+        assert!(m.add(n("cluster.local."), Chain::default()));
+        assert!(m.add(n("svc.cluster.local."), Chain::default()));
+        assert!(!m.add(n("cluster.local."), Chain::default()));
+        let pick = |q: &str| m.select(&n(q)).map(|(z, _)| z.to_string());
+        assert_eq!(
+            pick("a.b.svc.cluster.local."),
+            Some("svc.cluster.local.".into())
+        );
+        assert_eq!(pick("x.cluster.local."), Some("cluster.local.".into()));
+        assert_eq!(pick("example.org."), Some(".".into()));
+        let mut only = Mux::new("dns://:53".into());
+        only.add(n("example.org."), Chain::default());
+        assert!(only.select(&n("example.net.")).is_none());
+        assert!(only.select(&n("notexample.org.")).is_none());
+    }
+}

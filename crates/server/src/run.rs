@@ -1,0 +1,409 @@
+//! Start, reload and stop: the process lifecycle around [`Instance`]s.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use clusterdns_plugin::metrics::{Counter, Family, Gauge, Registry};
+use clusterdns_plugin::{PluginDef, error, info, warning};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::admin;
+use crate::instance::{ConfigSource, Instance, InstanceError};
+use crate::mux::Mux;
+use crate::tcp;
+use crate::udp::UdpListener;
+
+/// How the server is started.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The Corefile.
+    pub source: ConfigSource,
+    /// Port for keys without one (`-dns.port`, default 53).
+    pub dns_port: u16,
+    /// The compiled-in plugins, in `plugin.cfg` order.
+    pub registry: Vec<PluginDef>,
+    /// Write the process ID here (`-pidfile`).
+    pub pidfile: Option<PathBuf>,
+    /// Do not print the start-up banner (`-quiet`).
+    pub quiet: bool,
+    /// UDP worker threads per listener (default: the CPUs this process
+    /// may run on).
+    pub udp_workers: Option<usize>,
+    /// Version lines printed in the banner.
+    pub banner: String,
+}
+
+/// Why the server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The configuration is invalid (nothing was bound).
+    #[error(transparent)]
+    Config(#[from] InstanceError),
+    /// A listener could not be bound.
+    #[error("listen {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A plugin's start-up hook failed.
+    #[error("{0}")]
+    Startup(String),
+    /// The runtime or a signal handler could not be set up.
+    #[error("runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// A DNS listener that is serving: UDP workers and a TCP accept task
+/// sharing one swappable zone table.
+struct Serving {
+    mux: Arc<ArcSwap<Mux>>,
+    udp: UdpListener,
+    stop: watch::Sender<bool>,
+}
+
+/// An admin HTTP listener that is serving.
+struct AdminServing {
+    routes: admin::Routes,
+    stop: watch::Sender<bool>,
+}
+
+/// Everything that is serving right now.
+struct State {
+    dns: HashMap<SocketAddr, Serving>,
+    admin: HashMap<SocketAddr, AdminServing>,
+    instance: Instance,
+}
+
+/// Builds the configuration, binds it and serves until SIGTERM or SIGINT.
+/// An invalid Corefile returns an error before any port is bound.
+pub fn run(opts: RunOptions) -> Result<(), ServerError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("clusterdns-rt")
+        .enable_all()
+        .build()?;
+    let handle = rt.handle().clone();
+    rt.block_on(async move { serve(opts, handle).await })
+}
+
+async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), ServerError> {
+    let metrics = Arc::new(Registry::new());
+    let instance = Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone())?;
+    let workers = opts.udp_workers.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let empty = Instance {
+        listeners: Vec::new(),
+        shared: clusterdns_plugin::Shared::new(metrics.clone()),
+        checksum: String::new(),
+        banner: Vec::new(),
+    };
+    let mut state = State {
+        dns: HashMap::new(),
+        admin: HashMap::new(),
+        instance: empty,
+    };
+    apply(&mut state, instance, workers, &rt).await?;
+    if !opts.quiet {
+        let mut out = String::new();
+        for l in &state.instance.banner {
+            out.push_str(l);
+            out.push('\n');
+        }
+        out.push_str(&opts.banner);
+        out.push('\n');
+        clusterdns_plugin::log::raw(out.as_bytes());
+    }
+    if let Some(p) = &opts.pidfile
+        && let Err(e) = std::fs::write(p, format!("{}\n", std::process::id()))
+    {
+        return Err(ServerError::Startup(format!(
+            "failed to write pidfile: {e}"
+        )));
+    }
+    let reload_failed = metrics.get_or_register("coredns_reload_failed_total", || {
+        Family::<Counter>::new(
+            "coredns_reload_failed_total",
+            "Counter of the number of failed reload attempts.",
+            &[],
+        )
+    });
+    let version_info = metrics.get_or_register("coredns_reload_version_info", || {
+        Family::<Gauge>::new(
+            "coredns_reload_version_info",
+            "A metric with a constant '1' value labeled by hash, and value which type of hash generated.",
+            &["hash", "value"],
+        )
+    });
+    let mut published_hash = String::new();
+    let publish = |inst: &Instance, published: &mut String| {
+        if inst.shared.reload.is_some() && *published != inst.checksum {
+            version_info.clear();
+            version_info.with(&["sha512", &inst.checksum]).set(1.0);
+            info!("reload", "Running configuration SHA512 = {}", inst.checksum);
+            *published = inst.checksum.clone();
+        }
+    };
+    publish(&state.instance, &mut published_hash);
+
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    loop {
+        let wait = match state.instance.shared.reload {
+            Some(r) => {
+                let jitter = if r.jitter.is_zero() {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(fastrand::u64(0..=r.jitter.as_millis() as u64))
+                };
+                r.interval + jitter
+            }
+            None => Duration::from_secs(3600),
+        };
+        let check = tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = usr1.recv() => true,
+            _ = tokio::time::sleep(wait) => state.instance.shared.reload.is_some(),
+        };
+        if !check {
+            continue;
+        }
+        let text = match opts.source.read() {
+            Ok((_, t)) => t,
+            Err(e) => {
+                error!("reload", "{e}");
+                reload_failed.with(&[]).inc();
+                continue;
+            }
+        };
+        if crate::instance::sha512_hex(text.as_bytes()) == state.instance.checksum {
+            continue;
+        }
+        info!("reload", "Reloading");
+        match Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone()) {
+            Ok(next) => match apply(&mut state, next, workers, &rt).await {
+                Ok(()) => {
+                    publish(&state.instance, &mut published_hash);
+                    info!("reload", "Reloading complete");
+                }
+                Err(e) => {
+                    error!("reload", "Corefile changes are not applied: {e}");
+                    reload_failed.with(&[]).inc();
+                }
+            },
+            Err(e) => {
+                error!("reload", "Corefile changes are not applied: {e}");
+                reload_failed.with(&[]).inc();
+            }
+        }
+    }
+
+    // Shutdown: keep serving for the lameduck period, then stop.
+    state
+        .instance
+        .shared
+        .shutting_down
+        .store(true, Ordering::Relaxed);
+    if let Some(d) = state.instance.shared.lameduck {
+        info!(
+            "health",
+            "Going into lameduck mode for {}s",
+            d.as_secs_f64()
+        );
+        tokio::time::sleep(d).await;
+    }
+    for (_, s) in state.dns.drain() {
+        let _ = s.stop.send(true);
+        let udp = s.udp;
+        let _ = tokio::task::spawn_blocking(move || udp.stop()).await;
+    }
+    for (_, a) in state.admin.drain() {
+        let _ = a.stop.send(true);
+    }
+    run_hooks(std::mem::take(&mut state.instance.shared.on_shutdown));
+    if let Some(p) = &opts.pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+fn run_hooks(hooks: Vec<clusterdns_plugin::setup::Hook>) {
+    for h in hooks {
+        if let Err(e) = h() {
+            error!("", "{e}");
+        }
+    }
+}
+
+/// Makes `next` the serving configuration: binds its new listeners, runs
+/// its start-up hooks, swaps every zone table and route table, stops
+/// listeners it no longer has, then shuts the old configuration down. On
+/// error the old configuration keeps serving untouched.
+async fn apply(
+    state: &mut State,
+    mut next: Instance,
+    workers: usize,
+    rt: &tokio::runtime::Handle,
+) -> Result<(), ServerError> {
+    // 1. Bind what is new.
+    let mut fresh: HashMap<SocketAddr, Serving> = HashMap::new();
+    for l in &next.listeners {
+        if state.dns.contains_key(&l.addr) {
+            continue;
+        }
+        match start_dns(l.addr, l.mux.clone(), workers, rt).await {
+            Ok(s) => {
+                fresh.insert(l.addr, s);
+            }
+            Err(e) if l.optional => {
+                warning!("", "not listening on {}: {e}", l.addr);
+            }
+            Err(source) => {
+                for (_, s) in fresh {
+                    let _ = s.stop.send(true);
+                    s.udp.stop();
+                }
+                return Err(ServerError::Bind {
+                    addr: l.addr,
+                    source,
+                });
+            }
+        }
+    }
+    let mut fresh_admin: HashMap<SocketAddr, AdminServing> = HashMap::new();
+    let groups = admin::by_addr(&next.shared.routes);
+    for (addr, routes) in &groups {
+        if state.admin.contains_key(addr) {
+            continue;
+        }
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                let routes: admin::Routes = Arc::new(ArcSwap::from_pointee(routes.clone()));
+                let (stop, rx) = watch::channel(false);
+                tokio::spawn(admin::serve(listener, routes.clone(), rx));
+                fresh_admin.insert(*addr, AdminServing { routes, stop });
+            }
+            Err(source) => {
+                for (_, s) in fresh {
+                    let _ = s.stop.send(true);
+                    s.udp.stop();
+                }
+                for (_, a) in fresh_admin {
+                    let _ = a.stop.send(true);
+                }
+                return Err(ServerError::Bind {
+                    addr: *addr,
+                    source,
+                });
+            }
+        }
+    }
+    // 2. Start the new configuration's plugins.
+    let hooks = std::mem::take(&mut next.shared.on_startup);
+    for h in hooks {
+        if let Err(e) = h() {
+            for (_, s) in fresh {
+                let _ = s.stop.send(true);
+                s.udp.stop();
+            }
+            for (_, a) in fresh_admin {
+                let _ = a.stop.send(true);
+            }
+            return Err(ServerError::Startup(e));
+        }
+    }
+    // 3. Swap zone tables and routes; keep or stop the old listeners.
+    let keep: Vec<SocketAddr> = next.listeners.iter().map(|l| l.addr).collect();
+    for l in &next.listeners {
+        if let Some(s) = state.dns.get(&l.addr) {
+            s.mux.store(Arc::new(l.mux.clone()));
+        }
+    }
+    let gone: Vec<SocketAddr> = state
+        .dns
+        .keys()
+        .filter(|a| !keep.contains(a))
+        .copied()
+        .collect();
+    for a in gone {
+        if let Some(s) = state.dns.remove(&a) {
+            let _ = s.stop.send(true);
+            s.udp.stop();
+        }
+    }
+    state.dns.extend(fresh);
+    for (addr, routes) in &groups {
+        if let Some(a) = state.admin.get(addr) {
+            a.routes.store(Arc::new(routes.clone()));
+        }
+    }
+    let gone: Vec<SocketAddr> = state
+        .admin
+        .keys()
+        .filter(|a| !groups.iter().any(|(g, _)| g == *a))
+        .copied()
+        .collect();
+    for a in gone {
+        if let Some(s) = state.admin.remove(&a) {
+            let _ = s.stop.send(true);
+        }
+    }
+    state.admin.extend(fresh_admin);
+    // 4. Retire the old configuration.
+    let old = std::mem::replace(&mut state.instance, next);
+    let mut old_shared = old.shared;
+    run_hooks(std::mem::take(&mut old_shared.on_shutdown));
+    Ok(())
+}
+
+async fn start_dns(
+    addr: SocketAddr,
+    mux: Mux,
+    workers: usize,
+    rt: &tokio::runtime::Handle,
+) -> std::io::Result<Serving> {
+    let mux = Arc::new(ArcSwap::from_pointee(mux));
+    let udp = UdpListener::start(addr, mux.clone(), workers, rt.clone())?;
+    // TCP on the same port the UDP side got (they differ only for port 0).
+    let tcp_addr = SocketAddr::new(addr.ip(), udp.local.port());
+    let tcp = match bind_tcp(tcp_addr) {
+        Ok(t) => t,
+        Err(e) => {
+            udp.stop();
+            return Err(e);
+        }
+    };
+    let (stop, rx) = watch::channel(false);
+    tokio::spawn(tcp::serve(tcp, mux.clone(), rx));
+    Ok(Serving { mux, udp, stop })
+}
+
+fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let domain = if addr.is_ipv4() {
+        socket2::Domain::IPV4
+    } else {
+        socket2::Domain::IPV6
+    };
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.set_reuse_address(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    tokio::net::TcpListener::from_std(s.into())
+}

@@ -1,0 +1,233 @@
+//! The batched datagram syscalls std does not wrap: `recvmmsg` and
+//! `sendmmsg`, over buffers allocated once per worker.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::{MaybeUninit, size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+
+/// Largest query we read; longer datagrams arrive truncated and are
+/// dropped.
+pub(crate) const RX_SIZE: usize = 4096;
+
+/// Receive and send state for one worker: `n` slots of buffers,
+/// addresses and message headers.
+pub(crate) struct Batch {
+    pub rx: Vec<[u8; RX_SIZE]>,
+    pub rx_len: Vec<usize>,
+    pub addrs: Vec<libc::sockaddr_storage>,
+    pub addr_len: Vec<libc::socklen_t>,
+    pub tx: Vec<Vec<u8>>,
+    /// Indices of slots whose `tx` holds a reply to send.
+    pub tx_ready: Vec<usize>,
+    iov: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers inside `iov` and `hdrs` only ever point into
+// this struct's own vectors and are rewritten before every syscall.
+unsafe impl Send for Batch {}
+
+impl Batch {
+    /// A batch of `n` slots.
+    pub(crate) fn new(n: usize) -> Self {
+        // SAFETY: all-zero bytes are a valid value for these plain C structs.
+        let zero_addr: libc::sockaddr_storage = unsafe { zeroed() };
+        let zero_iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        // SAFETY: as above.
+        let zero_hdr: libc::mmsghdr = unsafe { zeroed() };
+        Self {
+            rx: vec![[0u8; RX_SIZE]; n],
+            rx_len: vec![0; n],
+            addrs: vec![zero_addr; n],
+            addr_len: vec![0; n],
+            tx: (0..n).map(|_| Vec::with_capacity(RX_SIZE)).collect(),
+            tx_ready: Vec::with_capacity(n),
+            iov: vec![zero_iov; n],
+            hdrs: vec![zero_hdr; n],
+        }
+    }
+
+    /// Number of slots.
+    pub(crate) fn len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Receives up to `len()` datagrams, blocking until at least one is
+    /// there (or the socket's receive timeout passes). Returns how many
+    /// slots were filled; datagrams cut short by the buffer get length 0.
+    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        let n = self.len();
+        for i in 0..n {
+            self.iov[i] = libc::iovec {
+                iov_base: self.rx[i].as_mut_ptr().cast(),
+                iov_len: RX_SIZE,
+            };
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut self.iov[i];
+            h.msg_iovlen = 1;
+            h.msg_control = std::ptr::null_mut();
+            h.msg_controllen = 0;
+            h.msg_flags = 0;
+            self.hdrs[i].msg_len = 0;
+        }
+        // SAFETY: every header points at live buffers of this batch with
+        // their true lengths; the kernel writes at most those lengths.
+        let got = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let got = got as usize;
+        for i in 0..got {
+            let h = &self.hdrs[i];
+            self.addr_len[i] = h.msg_hdr.msg_namelen;
+            self.rx_len[i] = if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                0
+            } else {
+                h.msg_len as usize
+            };
+        }
+        Ok(got)
+    }
+
+    /// The sender of slot `i`.
+    pub(crate) fn peer(&self, i: usize) -> Option<SocketAddr> {
+        storage_to_addr(&self.addrs[i], self.addr_len[i])
+    }
+
+    /// Sends the replies of the slots in `tx_ready` to their senders.
+    /// Datagrams the kernel refuses are skipped (as a lost UDP reply).
+    pub(crate) fn send(&mut self, fd: RawFd) {
+        let m = self.tx_ready.len();
+        for (k, &i) in self.tx_ready.iter().enumerate() {
+            self.iov[k] = libc::iovec {
+                iov_base: self.tx[i].as_mut_ptr().cast(),
+                iov_len: self.tx[i].len(),
+            };
+            let h = &mut self.hdrs[k].msg_hdr;
+            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = self.addr_len[i];
+            h.msg_iov = &mut self.iov[k];
+            h.msg_iovlen = 1;
+            h.msg_control = std::ptr::null_mut();
+            h.msg_controllen = 0;
+            h.msg_flags = 0;
+        }
+        let mut done = 0;
+        while done < m {
+            // SAFETY: headers [done, m) point at live reply buffers and
+            // addresses of this batch.
+            let sent = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    self.hdrs[done..].as_mut_ptr(),
+                    (m - done) as libc::c_uint,
+                    0,
+                )
+            };
+            if sent < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // Skip the datagram that failed and go on with the rest.
+                done += 1;
+            } else {
+                done += sent as usize;
+            }
+        }
+        self.tx_ready.clear();
+    }
+}
+
+/// Sends one datagram without blocking (for replies from the
+/// asynchronous path, which share the worker's socket).
+pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<()> {
+    let (storage, len) = addr_to_storage(to);
+    // SAFETY: `buf` and `storage` are valid for the lengths given.
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn storage_to_addr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    match i32::from(s.ss_family) {
+        libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let a: &libc::sockaddr_in = unsafe { &*(s as *const _ as *const libc::sockaddr_in) };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let a: &libc::sockaddr_in6 = unsafe { &*(s as *const _ as *const libc::sockaddr_in6) };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            let port = u16::from_be(a.sin6_port);
+            Some(match ip.to_ipv4_mapped() {
+                Some(v4) => SocketAddr::new(IpAddr::V4(v4), port),
+                None => SocketAddr::V6(SocketAddrV6::new(
+                    ip,
+                    port,
+                    a.sin6_flowinfo,
+                    a.sin6_scope_id,
+                )),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn addr_to_storage(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let len = match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
+            let sin = unsafe { &mut *(storage.as_mut_ptr() as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in6.
+            let sin6 = unsafe { &mut *(storage.as_mut_ptr() as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_addr.s6_addr = v6.ip().octets();
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_scope_id = v6.scope_id();
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: zero-initialised, then the relevant fields were written.
+    (unsafe { storage.assume_init() }, len as libc::socklen_t)
+}
