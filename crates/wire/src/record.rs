@@ -226,12 +226,18 @@ pub(crate) fn decode_rdata(
         Ok(n)
     };
     let rd = match rtype {
-        Rtype::A => RecordData::A(Ipv4Addr::from(
-            <[u8; 4]>::try_from(data).map_err(|_| ParseError)?,
-        )),
-        Rtype::AAAA => RecordData::Aaaa(Ipv6Addr::from(
-            <[u8; 16]>::try_from(data).map_err(|_| ParseError)?,
-        )),
+        Rtype::A => {
+            off = end;
+            RecordData::A(Ipv4Addr::from(
+                <[u8; 4]>::try_from(data).map_err(|_| ParseError)?,
+            ))
+        }
+        Rtype::AAAA => {
+            off = end;
+            RecordData::Aaaa(Ipv6Addr::from(
+                <[u8; 16]>::try_from(data).map_err(|_| ParseError)?,
+            ))
+        }
         Rtype::CNAME => RecordData::Cname(name(&mut off)?),
         Rtype::NS => RecordData::Ns(name(&mut off)?),
         Rtype::PTR => RecordData::Ptr(name(&mut off)?),
@@ -331,25 +337,26 @@ fn fmt_strings<'s>(
     Ok(())
 }
 
-impl fmt::Display for RecordData {
-    /// The rdata part of the zone-file form.
+impl fmt::Display for RData<'_> {
+    /// The rdata part of the zone-file form, as miekg/dns prints it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RecordData::A(ip) => write!(f, "{ip}"),
-            RecordData::Aaaa(ip) => write!(f, "{ip}"),
-            RecordData::Cname(n) | RecordData::Ns(n) | RecordData::Ptr(n) => write!(f, "{n}"),
-            RecordData::Mx {
+        match *self {
+            RData::A(ip) => write!(f, "{ip}"),
+            RData::Aaaa(ip) => write!(f, "{ip}"),
+            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => write!(f, "{n}"),
+            RData::Mx {
                 preference,
                 exchange,
             } => write!(f, "{preference} {exchange}"),
-            RecordData::Srv {
+            RData::Srv {
                 priority,
                 weight,
                 port,
                 target,
             } => write!(f, "{priority} {weight} {port} {target}"),
-            RecordData::Txt(strings) => fmt_strings(f, strings.iter().map(Vec::as_slice)),
-            RecordData::Soa {
+            RData::Txt(strings) => fmt_strings(f, strings.iter().copied()),
+            RData::TxtOwned(strings) => fmt_strings(f, strings.iter().map(Vec::as_slice)),
+            RData::Soa {
                 mname,
                 rname,
                 serial,
@@ -361,12 +368,19 @@ impl fmt::Display for RecordData {
                 f,
                 "{mname} {rname} {serial} {refresh} {retry} {expire} {minimum}"
             ),
-            RecordData::Hinfo { cpu, os } => fmt_strings(f, [cpu.as_slice(), os.as_slice()]),
-            RecordData::Other { data, .. } => {
+            RData::Hinfo { cpu, os } => fmt_strings(f, [cpu, os]),
+            RData::Raw { data, .. } => {
                 write!(f, "\\# {} ", data.len())?;
                 data.iter().try_for_each(|b| write!(f, "{b:02x}"))
             }
         }
+    }
+}
+
+impl fmt::Display for RecordData {
+    /// The rdata part of the zone-file form.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_rdata().fmt(f)
     }
 }
 

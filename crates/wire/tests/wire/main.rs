@@ -1,0 +1,34 @@
+//! Integration tests of the public API: queries, building, round trips
+//! through `Message`, record text, truncation and a malformed-packet corpus.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod build;
+mod corpus;
+mod message;
+mod query;
+mod record_text;
+mod truncate;
+
+use clusterdns_wire::header::FLAG_RD;
+use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rtype};
+
+pub fn name(s: &str) -> Name {
+    Name::from_ascii(s).unwrap()
+}
+
+/// A query packet as a stub resolver sends it, optionally with EDNS.
+pub fn query_packet(qname: &str, qtype: Rtype, edns: Option<(u16, bool)>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let header = Header {
+        id: 0xABCD,
+        flags: FLAG_RD,
+        ..Header::default()
+    };
+    let mut b = MessageBuilder::new(&mut buf, header);
+    b.push_question(&name(qname), qtype, Class::IN).unwrap();
+    if let Some((size, do_bit)) = edns {
+        b.push_opt(size, do_bit, &[]).unwrap();
+    }
+    b.finish();
+    buf
+}

@@ -1,0 +1,137 @@
+use clusterdns_wire::{Class, Query, QueryError, Rtype};
+
+use crate::{name, query_packet};
+
+#[test]
+fn plain_query() {
+    let p = query_packet("WwW.Example.ORG", Rtype::AAAA, None);
+    let q = Query::parse(&p).unwrap();
+    assert_eq!(q.id(), 0xABCD);
+    assert!(q.header().rd());
+    assert_eq!(q.qname(), &name("WwW.Example.ORG"));
+    assert_eq!(q.qname_lower(), &name("www.example.org"));
+    assert_eq!(q.qtype(), Rtype::AAAA);
+    assert_eq!(q.qclass(), Class::IN);
+    assert_eq!(q.question_range(), 12..p.len());
+    assert_eq!(q.question_bytes(), &p[12..]);
+    assert!(q.edns().is_none());
+    assert!(!q.do_bit());
+    assert_eq!(q.udp_size(), 512);
+    assert_eq!(q.edns_options().count(), 0);
+    assert_eq!(q.raw(), &p[..]);
+}
+
+#[test]
+fn edns_query() {
+    let p = query_packet("example.org.", Rtype::A, Some((1232, true)));
+    let q = Query::parse(&p).unwrap();
+    let e = q.edns().unwrap();
+    assert_eq!(e.udp_size, 1232);
+    assert!(e.do_bit && q.do_bit());
+    assert_eq!(e.version, 0);
+    assert_eq!(e.ext_rcode, 0);
+    assert_eq!(q.udp_size(), 1232);
+    let p = query_packet("example.org.", Rtype::A, Some((100, false)));
+    let q = Query::parse(&p).unwrap();
+    assert_eq!(q.udp_size(), 512);
+    assert!(!q.do_bit());
+}
+
+/// Hand-made: header, question `a.`, OPT with a cookie option.
+fn with_opt(opt_owner: &[u8], opts: &[u8], arcount: u16, copies: usize) -> Vec<u8> {
+    let mut p = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0];
+    p.extend_from_slice(&arcount.to_be_bytes());
+    p.extend_from_slice(b"\x01a\x00\x00\x01\x00\x01");
+    for _ in 0..copies {
+        p.extend_from_slice(opt_owner);
+        p.extend_from_slice(&[0, 41, 0x10, 0x00, 0x01, 0x02, 0x80, 0x00]);
+        p.extend_from_slice(&(opts.len() as u16).to_be_bytes());
+        p.extend_from_slice(opts);
+    }
+    p
+}
+
+#[test]
+fn edns_options_and_fields() {
+    let cookie = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+    let p = with_opt(b"\x00", &cookie, 1, 1);
+    let q = Query::parse(&p).unwrap();
+    let e = q.edns().unwrap();
+    assert_eq!(e.udp_size, 4096);
+    assert_eq!(e.ext_rcode, 1);
+    assert_eq!(e.version, 2);
+    assert!(e.do_bit);
+    assert_eq!(&p[e.options.clone()], &cookie);
+    let opts: Vec<_> = q.edns_options().collect();
+    assert_eq!(opts, [(10u16, &[1u8, 2, 3, 4, 5, 6, 7, 8][..])]);
+    assert_eq!(e.option(&p, 10), Some(&[1u8, 2, 3, 4, 5, 6, 7, 8][..]));
+    assert_eq!(e.option(&p, 8), None);
+}
+
+#[test]
+fn bad_opt_is_malformed() {
+    // Two OPT records.
+    let p = with_opt(b"\x00", &[], 2, 2);
+    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+    // OPT owner not root.
+    let p = with_opt(b"\x01a\x00", &[], 1, 1);
+    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+    // Truncated option inside the OPT rdata.
+    let p = with_opt(b"\x00", &[0, 10, 0, 8, 1], 1, 1);
+    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+    // Record count larger than what is there.
+    let p = with_opt(b"\x00", &[], 2, 1);
+    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+}
+
+#[test]
+fn header_level_errors() {
+    assert_eq!(Query::parse(&[0; 11]).unwrap_err(), QueryError::TooShort);
+    assert_eq!(Query::parse(&[]).unwrap_err(), QueryError::TooShort);
+    let mut p = query_packet("a.", Rtype::A, None);
+    p[2] |= 0x80;
+    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::NotAQuery);
+    let p = [0u8; 12];
+    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::NoQuestion);
+    let mut p = query_packet("a.", Rtype::A, None);
+    p[5] = 2;
+    p.extend_from_slice(b"\x01b\x00\x00\x01\x00\x01");
+    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+    // Question cut short.
+    let p = query_packet("a.", Rtype::A, None);
+    for cut in 12..p.len() {
+        assert_eq!(Query::parse(&p[..cut]).unwrap_err(), QueryError::Malformed);
+    }
+}
+
+#[test]
+fn answer_records_are_skipped_but_checked() {
+    let mut p = query_packet("a.", Rtype::SOA, None);
+    p[7] = 1; // ancount = 1 (as NOTIFY carries)
+    p.extend_from_slice(b"\xC0\x0C\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04\x0A\x00\x00\x01");
+    let q = Query::parse(&p).unwrap();
+    assert_eq!(q.qtype(), Rtype::SOA);
+    // Bad pointer in the answer owner.
+    let mut bad = p.clone();
+    let at = bad.len() - 15;
+    bad[at] = 0x40;
+    assert_eq!(Query::parse(&bad).unwrap_err(), QueryError::Malformed);
+    // rdlength past the end.
+    let mut bad = p.clone();
+    let at = bad.len() - 5;
+    bad[at] = 5;
+    assert_eq!(Query::parse(&bad).unwrap_err(), QueryError::Malformed);
+    // Trailing bytes after the counted records are ignored.
+    let mut ok = p;
+    ok.extend_from_slice(b"junk");
+    assert!(Query::parse(&ok).is_ok());
+}
+
+#[test]
+fn query_error_display() {
+    assert_eq!(
+        QueryError::TooShort.to_string(),
+        "packet shorter than a DNS header"
+    );
+    assert_eq!(QueryError::Malformed.to_string(), "malformed query");
+}
