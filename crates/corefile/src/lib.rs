@@ -100,8 +100,8 @@ pub struct ConfigError {
 pub struct Corefile {
     /// Server blocks in file order; snippets and blocks without keys are not included.
     pub blocks: Vec<ServerBlock>,
-    /// Every file that was read, absolute and in read order (the main file first when it
-    /// was read from disk). A reload watcher can checksum these.
+    /// Every file that was read, absolute, once each, in read order (the main file first
+    /// when it was read from disk). A reload watcher can checksum these.
     pub files: Vec<PathBuf>,
 }
 

@@ -398,7 +398,9 @@ impl Parser<'_> {
             }
             let source = read_source(path)
                 .map_err(|e| arg.err(format!("Could not import {}: {e}", path.display())))?;
-            self.files.push(path.clone());
+            if !self.files.contains(path) {
+                self.files.push(path.clone());
+            }
             let file: Arc<Path> = Arc::from(path.as_path());
             frames.push(Frame {
                 tokens: lex(&source, &file).into(),
