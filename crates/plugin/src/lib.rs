@@ -30,6 +30,7 @@
 //! allocation, lock or task spawn.
 
 mod chain;
+pub mod duration;
 mod error;
 pub mod log;
 pub mod metrics;
