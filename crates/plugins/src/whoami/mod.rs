@@ -68,3 +68,6 @@ impl Plugin for Whoami {
         Flow::Answered
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testutil;

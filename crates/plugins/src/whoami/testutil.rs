@@ -1,0 +1,75 @@
+//! Test helpers shared by the plugin modules' unit tests: run a plugin's
+//! setup on a Corefile snippet, and run a query through the handlers it
+//! added. No sockets.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use clusterdns_corefile::{ConfigError, ProcessEnv, parse_key, parse_str};
+use clusterdns_plugin::metrics::Registry;
+use clusterdns_plugin::testing::{self, Reply};
+use clusterdns_plugin::{Chain, Plugin, PluginDef, Proto, Request, ResponseWriter, SetupCtx, Shared};
+use clusterdns_wire::{Name, Query};
+
+/// What a setup left behind.
+pub(crate) struct SetupResult {
+    /// The handlers it added.
+    pub plugins: Vec<Arc<dyn Plugin>>,
+    /// The shared state (hooks, metrics).
+    pub shared: Shared,
+}
+
+/// Parses `corefile` (one block) and runs `def`'s setup on the directives
+/// named like it. `config_dir` anchors relative paths.
+pub(crate) fn setup_in(
+    def: PluginDef,
+    corefile: &str,
+    config_dir: &Path,
+) -> Result<SetupResult, ConfigError> {
+    let cf = parse_str(corefile, Path::new("Corefile"), &ProcessEnv)?;
+    let block = &cf.blocks[0];
+    let keys = block
+        .keys
+        .iter()
+        .map(parse_key)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut shared = Shared::new(Arc::new(Registry::new()));
+    let dirs: Vec<_> = block.directives_named(def.name).collect();
+    let plugins = {
+        let mut ctx = SetupCtx::new(block, &keys, config_dir, &mut shared);
+        (def.setup)(&mut ctx, &dirs)?;
+        ctx.take_plugins()
+    };
+    Ok(SetupResult { plugins, shared })
+}
+
+/// [`setup_in`] with the current directory.
+pub(crate) fn setup(def: PluginDef, corefile: &str) -> Result<SetupResult, ConfigError> {
+    setup_in(def, corefile, Path::new("."))
+}
+
+/// The error message of a failing setup (panics if it succeeds).
+pub(crate) fn setup_err(def: PluginDef, corefile: &str) -> String {
+    match setup(def, corefile) {
+        Ok(_) => panic!("setup of {corefile:?} succeeded"),
+        Err(e) => e.msg,
+    }
+}
+
+/// Runs the raw query `pkt` through `plugins` (as a chain) over `proto`;
+/// returns the reply bytes.
+pub(crate) fn run_raw(plugins: &[Arc<dyn Plugin>], pkt: &[u8], proto: Proto) -> Vec<u8> {
+    let q = Query::parse(pkt).expect("test query parses");
+    let zone = Name::root();
+    let mut req: Request<'_> = testing::request(&q, &zone);
+    req.proto = proto;
+    let chain = Chain::new(plugins.to_vec());
+    let mut w = ResponseWriter::new();
+    let _ = chain.run_sync(&req, &mut w).expect("no async plugin in tests");
+    w.bytes().to_vec()
+}
+
+/// Runs `pkt` over UDP and decodes the reply.
+pub(crate) fn run(plugins: &[Arc<dyn Plugin>], pkt: &[u8]) -> Reply {
+    testing::reply(&run_raw(plugins, pkt, Proto::Udp))
+}
