@@ -1,1 +1,106 @@
-//! Kubernetes watch and index: Services, EndpointSlices, Pods, Namespaces as immutable snapshots.
+//! Kubernetes watch and index: Services, EndpointSlices, Pods and Namespaces, kept slim and
+//! published as immutable snapshots. This crate knows nothing of DNS serving: the
+//! `kubernetes` plugin reads [`Snapshot`]s and turns them into records.
+//!
+//! ```text
+//!  kube-apiserver
+//!     │  list+watch (streaming list, 410 → relist, backoff)         YAML file
+//!     ▼                                                       (kubectl get -o yaml)
+//!  watch.rs: one kube-rs watcher per kind (× namespace)              │
+//!     │  Service  EndpointSlice  Pod(opt)  Namespace(opt)            │ yaml.rs
+//!     ▼                                                              ▼
+//!  index.rs: Index ── convert.rs: raw object → slim object at once (raw dropped)
+//!     │   apply / delete / reset per kind; relist = mark & sweep in place
+//!     │   working Snapshot: sharded copy-on-write maps (shard.rs)
+//!     │     services   (ns,name) → Service
+//!     │     endpoints  (ns,svc)  → [EndpointSlice]  merged per service
+//!     │     ips        IP        → [Service | endpoints of service]   (PTR)
+//!     │     pods       IP        → [Pod]                              (pods verified)
+//!     │     namespaces name      → Namespace
+//!     ▼   publish(): once per batch of events drained from the watch streams
+//!  ArcSwap<Snapshot> ──load()──▶ readers (no lock, no allocation), Snapshots::synced()
+//! ```
+//!
+//! # Reading
+//!
+//! ```
+//! use clusterdns_k8s::{yaml, Index};
+//!
+//! let mut index = Index::new();
+//! yaml::load_str(&mut index, r#"
+//! apiVersion: v1
+//! kind: Service
+//! metadata: { name: kubernetes, namespace: default }
+//! spec: { clusterIP: 10.96.0.1, ports: [{ name: https, port: 443, protocol: TCP }] }
+//! "#).unwrap();
+//! let snapshots = index.snapshots();
+//! let snap = snapshots.load();
+//! let svc = snap.service("default", "Kubernetes").unwrap();
+//! assert_eq!(svc.cluster_ips()[0].to_string(), "10.96.0.1");
+//! assert_eq!(snap.reverse("10.96.0.1".parse().unwrap()).count(), 1);
+//! ```
+//!
+//! Watching a live cluster (needs a cluster, so not run here):
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), clusterdns_k8s::Error> {
+//! use std::{sync::Arc, time::Duration};
+//! use clusterdns_k8s::{ClientSource, NoHooks, Watch, WatchConfig};
+//!
+//! let client = ClientSource::InCluster.client().await?;
+//! let watch = Watch::spawn(client, &WatchConfig::default(), Arc::new(NoHooks));
+//! let snapshots = watch.snapshots();
+//! if !snapshots.wait_synced(Duration::from_secs(5)).await {
+//!     // startup_timeout: serve anyway, SERVFAIL instead of NXDOMAIN until synced
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Structural sharing: why sharded copy-on-write maps
+//!
+//! Every map of a snapshot is split into 256 hash tables behind `Arc`s ([`shard`](crate)
+//! module). Publishing clones 5 × 256 pointers; the first change to a shard after a publish
+//! copies that shard only (its entries are `Arc`s and `Arc<str>`s: reference-count
+//! increments, no deep copies), and later changes in the same batch reuse the copy. Lookups
+//! are one hash, one shard pick, one SwissTable probe, with a borrowed case-insensitive key.
+//!
+//! Measured (`cargo test -p clusterdns-k8s --release --test memory -- --nocapture`, 2-core
+//! dev VM): with 10k services, 50k endpoints and 100k pods loaded, one service change plus
+//! publish costs about **10–20 µs**; cloning the flat service map alone (what a
+//! non-persistent design would do per publish) costs about **0.5 ms** at 10k services and
+//! grows linearly. Persistent HAMTs (`im`, `rpds`) give O(log n) updates too, but cost an
+//! extra `Arc` node per entry (~50–100 bytes more per object) and a pointer chase per trie
+//! level on every lookup; flat shards keep lookups at one probe and memory at the
+//! SwissTable's 1 byte of overhead per slot.
+//!
+//! # Memory
+//!
+//! Objects are slimmed at once ([`model`]); namespace, node and port names are interned.
+//! Measured by the `memory` test (counting allocator, 10k services, 50k endpoints in 10k
+//! slices, 100k pods): about 0.2 KB per object including every index, versus ~0.85 KB per
+//! object for CoreDNS. A relist is mark-and-sweep in place ([`index`](crate::Index)), so it
+//! adds one key per object, not a second copy of the state.
+
+mod convert;
+mod error;
+mod hooks;
+mod index;
+pub mod model;
+mod shard;
+mod snapshot;
+mod watch;
+pub mod yaml;
+
+pub use convert::{SERVICE_NAME_LABEL, TRIGGER_TIME_ANNOTATION};
+pub use error::Error;
+pub use hooks::{Counters, EventKind, IndexHooks, Kind, NoHooks, ProgrammingKind, SkipReason};
+pub use index::{Index, IndexedObject, Scope};
+pub use model::{
+    AddressType, Conditions, Endpoint, EndpointSlice, Namespace, ObjKey, Pod, Port, Protocol,
+    Service, ServiceKind,
+};
+pub use snapshot::{Counts, ReverseHit, ServiceEndpoints, Snapshot, Snapshots};
+pub use watch::{ClientSource, TlsFiles, Watch, WatchConfig};
+
+/// Re-exported so that callers build objects with the exact API version this crate uses.
+pub use k8s_openapi;

@@ -1,0 +1,439 @@
+//! The live source: kube-rs watchers feeding the [`Index`] from one task.
+//!
+//! One watcher per kind (and per namespace with the `namespaces` option) is merged into one
+//! stream polled by a single task that owns the index. The task applies an event, then every
+//! event already waiting (up to [`WatchConfig::max_batch`]), then publishes once: under a
+//! burst, one snapshot per batch; when idle, one per event, so an API write is visible as
+//! soon as its watch event is decoded.
+//!
+//! Each watcher lists with a streaming list (`sendInitialEvents`) when
+//! [`WatchConfig::streaming_lists`] is set, falling back to paginated LIST + WATCH for good
+//! if the API server rejects it; relists after `410 Gone` and reconnects with the default
+//! exponential backoff. While the API server is unreachable nothing is published, so the last
+//! good snapshot keeps being served.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::stream::{self, BoxStream};
+use futures::{FutureExt as _, StreamExt as _};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::discovery::v1 as discovery;
+use kube::api::Api;
+use kube::config::{
+    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
+    NamedContext,
+};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
+use tokio::task::JoinHandle;
+
+use crate::error::Error;
+use crate::hooks::{IndexHooks, Kind};
+use crate::index::{Index, IndexedObject, Scope};
+use crate::snapshot::Snapshots;
+
+/// Client certificate, key and CA files for an explicit `endpoint` (`tls CERT KEY CACERT`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Client certificate (PEM).
+    pub cert: PathBuf,
+    /// Client key (PEM).
+    pub key: PathBuf,
+    /// CA bundle that signed the API server's certificate (PEM).
+    pub ca: PathBuf,
+}
+
+/// Where the API client configuration comes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClientSource {
+    /// The pod's service account (`KUBERNETES_SERVICE_HOST`, token and CA files).
+    #[default]
+    InCluster,
+    /// A kubeconfig file, optionally with a context other than its current one.
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// The context; `None` for `current-context`.
+        context: Option<String>,
+    },
+    /// An explicit API server URL, with optional client TLS.
+    Endpoint {
+        /// `https://host:port` (or `http://` for a plain-text test server).
+        url: String,
+        /// Client certificate, key and CA.
+        tls: Option<TlsFiles>,
+    },
+}
+
+impl ClientSource {
+    /// CoreDNS's precedence: `kubeconfig` wins over `endpoint`; neither means in-cluster.
+    pub fn from_options(
+        endpoint: Option<String>,
+        tls: Option<TlsFiles>,
+        kubeconfig: Option<(PathBuf, Option<String>)>,
+    ) -> ClientSource {
+        match (kubeconfig, endpoint) {
+            (Some((path, context)), _) => ClientSource::Kubeconfig { path, context },
+            (None, Some(url)) => ClientSource::Endpoint { url, tls },
+            (None, None) => ClientSource::InCluster,
+        }
+    }
+
+    /// The kube-rs configuration.
+    pub async fn config(&self) -> Result<kube::Config, Error> {
+        match self {
+            ClientSource::InCluster => Ok(kube::Config::incluster()?),
+            ClientSource::Kubeconfig { path, context } => {
+                let what = path.display().to_string();
+                let kc = Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig {
+                    what: what.clone(),
+                    source,
+                })?;
+                let options = KubeConfigOptions {
+                    context: context.clone(),
+                    ..KubeConfigOptions::default()
+                };
+                kube::Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|source| Error::Kubeconfig { what, source })
+            }
+            ClientSource::Endpoint { url, tls } => {
+                // An in-memory kubeconfig, so that kube-rs reads and validates the PEM files
+                // exactly as it does for a kubeconfig on disk.
+                let mut cluster = Cluster {
+                    server: Some(url.clone()),
+                    ..Cluster::default()
+                };
+                let mut user = AuthInfo::default();
+                if let Some(tls) = tls {
+                    cluster.certificate_authority = Some(tls.ca.display().to_string());
+                    user.client_certificate = Some(tls.cert.display().to_string());
+                    user.client_key = Some(tls.key.display().to_string());
+                }
+                let name = "clusterdns".to_owned();
+                let kc = Kubeconfig {
+                    clusters: vec![NamedCluster {
+                        name: name.clone(),
+                        cluster: Some(cluster),
+                        ..NamedCluster::default()
+                    }],
+                    auth_infos: vec![NamedAuthInfo {
+                        name: name.clone(),
+                        auth_info: Some(user),
+                        ..NamedAuthInfo::default()
+                    }],
+                    contexts: vec![NamedContext {
+                        name: name.clone(),
+                        context: Some(Context {
+                            cluster: name.clone(),
+                            user: Some(name.clone()),
+                            ..Context::default()
+                        }),
+                        ..NamedContext::default()
+                    }],
+                    current_context: Some(name),
+                    ..Kubeconfig::default()
+                };
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|source| Error::Kubeconfig {
+                        what: format!("endpoint {url}"),
+                        source,
+                    })
+            }
+        }
+    }
+
+    /// A client for this source.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        Ok(kube::Client::try_from(self.config().await?)?)
+    }
+}
+
+/// What to watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchConfig {
+    /// Restrict Services, EndpointSlices and Pods to these namespaces (one watcher each);
+    /// empty for all namespaces.
+    pub namespaces: Vec<String>,
+    /// Label selector for Services, EndpointSlices and Pods (`labels`).
+    pub labels: Option<String>,
+    /// Label selector for Namespaces (`namespace_labels`).
+    pub namespace_labels: Option<String>,
+    /// Watch Namespaces (CoreDNS always does: a query for a namespace that does not exist is
+    /// NXDOMAIN).
+    pub watch_namespaces: bool,
+    /// Watch EndpointSlices (`false` for `noendpoints`).
+    pub endpoints: bool,
+    /// Watch Pods (`pods verified`).
+    pub pods: bool,
+    /// Initial lists as watch streams (`sendInitialEvents`), falling back to LIST.
+    pub streaming_lists: bool,
+    /// Most events applied before a publish.
+    pub max_batch: usize,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            namespaces: Vec::new(),
+            labels: None,
+            namespace_labels: None,
+            watch_namespaces: true,
+            endpoints: true,
+            pods: false,
+            streaming_lists: true,
+            max_batch: 1024,
+        }
+    }
+}
+
+/// One decoded watch event (or error), tagged with its watcher.
+enum Update {
+    Service(Scope, watcher::Event<core::Service>),
+    Slice(Scope, watcher::Event<discovery::EndpointSlice>),
+    Pod(Scope, watcher::Event<core::Pod>),
+    Namespace(Scope, watcher::Event<core::Namespace>),
+    Error(Kind, watcher::Error),
+}
+
+/// Errors meaning "this API server does not do streaming lists": switch to LIST + WATCH.
+fn streaming_unsupported(err: &watcher::Error) -> bool {
+    let code = match err {
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code,
+        watcher::Error::WatchError(status) => status.code,
+        _ => return false,
+    };
+    matches!(code, 400 | 405 | 422)
+}
+
+fn watcher_config(base: &watcher::Config, streaming: bool) -> watcher::Config {
+    if streaming {
+        base.clone().streaming_lists()
+    } else {
+        base.clone()
+    }
+}
+
+struct FallbackState<K: IndexedObject> {
+    api: Api<K>,
+    base: watcher::Config,
+    streaming: bool,
+    listed: bool,
+    inner: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+}
+
+fn kind_stream<K>(
+    api: Api<K>,
+    base: watcher::Config,
+    streaming: bool,
+    scope: Scope,
+    wrap: fn(Scope, watcher::Event<K>) -> Update,
+) -> BoxStream<'static, Update>
+where
+    K: IndexedObject
+        + kube::Resource<DynamicType = ()>
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let start = |api: &Api<K>, base: &watcher::Config, streaming: bool| {
+        watcher(api.clone(), watcher_config(base, streaming))
+            .default_backoff()
+            .boxed()
+    };
+    let inner = start(&api, &base, streaming);
+    let state = FallbackState {
+        api,
+        base,
+        streaming,
+        listed: false,
+        inner,
+    };
+    stream::unfold(state, move |mut st| {
+        let scope = scope.clone();
+        async move {
+        let item = st.inner.next().await?;
+        let update = match item {
+            Ok(mut event) => {
+                if matches!(event, watcher::Event::InitDone) {
+                    st.listed = true;
+                }
+                if let watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) | watcher::Event::Delete(obj) =
+                    &mut event
+                {
+                    strip(obj);
+                }
+                wrap(scope.clone(), event)
+            }
+            Err(err) => {
+                if st.streaming && !st.listed && streaming_unsupported(&err) {
+                    tracing::info!(kind = %K::KIND, error = %err, "streaming lists unsupported, falling back to LIST + WATCH");
+                    st.streaming = false;
+                    st.inner = start(&st.api, &st.base, false);
+                }
+                Update::Error(K::KIND, err)
+            }
+        };
+        Some((update, st))
+        }
+    })
+    .boxed()
+}
+
+/// Drops what is never read, before the object waits anywhere.
+fn strip<K: IndexedObject>(obj: &mut K) {
+    obj.strip();
+}
+
+/// A running watch: the task that owns the index. Dropping it stops the task.
+#[derive(Debug)]
+pub struct Watch {
+    snapshots: Snapshots,
+    task: JoinHandle<()>,
+}
+
+impl Watch {
+    /// Starts watching with a fresh index reporting to `hooks`.
+    pub fn spawn(client: kube::Client, config: &WatchConfig, hooks: Arc<dyn IndexHooks>) -> Watch {
+        Watch::spawn_with(client, config, Index::with_hooks(hooks))
+    }
+
+    /// Starts watching into `index` (it keeps whatever it holds until the first lists end).
+    pub fn spawn_with(client: kube::Client, config: &WatchConfig, mut index: Index) -> Watch {
+        let streams = streams(&client, config, &mut index);
+        let snapshots = index.snapshots();
+        let max_batch = config.max_batch.max(1);
+        let task = tokio::spawn(run(index, streams, max_batch));
+        Watch { snapshots, task }
+    }
+
+    /// The snapshot handle.
+    pub fn snapshots(&self) -> Snapshots {
+        self.snapshots.clone()
+    }
+
+    /// Stops the watch task.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn streams(
+    client: &kube::Client,
+    config: &WatchConfig,
+    index: &mut Index,
+) -> Vec<BoxStream<'static, Update>> {
+    let mut base = watcher::Config::default();
+    if let Some(labels) = &config.labels {
+        base = base.labels(labels);
+    }
+    let scopes: Vec<Scope> = if config.namespaces.is_empty() {
+        vec![Scope::All]
+    } else {
+        config
+            .namespaces
+            .iter()
+            .map(|ns| Scope::namespace(ns))
+            .collect()
+    };
+    fn api<K>(client: &kube::Client, scope: &Scope) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        match scope {
+            Scope::All => Api::all(client.clone()),
+            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        }
+    }
+    let streaming = config.streaming_lists;
+    let mut out = Vec::new();
+    for scope in &scopes {
+        index.expect_sync(Kind::Service, scope.clone());
+        out.push(kind_stream(
+            api::<core::Service>(client, scope),
+            base.clone(),
+            streaming,
+            scope.clone(),
+            Update::Service,
+        ));
+        if config.endpoints {
+            index.expect_sync(Kind::EndpointSlice, scope.clone());
+            out.push(kind_stream(
+                api::<discovery::EndpointSlice>(client, scope),
+                base.clone(),
+                streaming,
+                scope.clone(),
+                Update::Slice,
+            ));
+        }
+        if config.pods {
+            index.expect_sync(Kind::Pod, scope.clone());
+            let pods = base
+                .clone()
+                .fields("status.phase!=Succeeded,status.phase!=Failed,status.phase!=Unknown");
+            out.push(kind_stream(
+                api::<core::Pod>(client, scope),
+                pods,
+                streaming,
+                scope.clone(),
+                Update::Pod,
+            ));
+        }
+    }
+    index.set_namespaces_watched(config.watch_namespaces);
+    if config.watch_namespaces {
+        index.expect_sync(Kind::Namespace, Scope::All);
+        let mut ns = watcher::Config::default();
+        if let Some(labels) = &config.namespace_labels {
+            ns = ns.labels(labels);
+        }
+        out.push(kind_stream(
+            Api::<core::Namespace>::all(client.clone()),
+            ns,
+            streaming,
+            Scope::All,
+            Update::Namespace,
+        ));
+    }
+    out
+}
+
+fn apply(index: &mut Index, update: Update) {
+    match update {
+        Update::Service(scope, ev) => index.handle_event(&scope, ev),
+        Update::Slice(scope, ev) => index.handle_event(&scope, ev),
+        Update::Pod(scope, ev) => index.handle_event(&scope, ev),
+        Update::Namespace(scope, ev) => index.handle_event(&scope, ev),
+        Update::Error(kind, err) => {
+            tracing::warn!(%kind, error = %err, "kubernetes watch failed; retrying, serving last known state");
+            index.note_watch_error(kind);
+        }
+    }
+}
+
+async fn run(mut index: Index, streams: Vec<BoxStream<'static, Update>>, max_batch: usize) {
+    let mut all = stream::select_all(streams);
+    while let Some(update) = all.next().await {
+        apply(&mut index, update);
+        let mut n = 1;
+        while n < max_batch {
+            match all.next().now_or_never() {
+                Some(Some(update)) => {
+                    apply(&mut index, update);
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        index.publish();
+    }
+}
