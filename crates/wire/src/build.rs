@@ -3,8 +3,8 @@
 //! [`MessageBuilder`] appends to a `Vec<u8>` that the caller keeps between
 //! queries: the vector is cleared, never shrunk, so after warm-up building
 //! a response allocates nothing. Names are compressed (RFC 1035 §4.1.4)
-//! against a fixed-size table of earlier name positions, keyed by a hash of
-//! each name suffix and verified byte-for-byte, so compression is exact
+//! against a fixed-size table of earlier name positions, keyed by a cheap
+//! digest of each name suffix and verified byte-for-byte, so compression is exact
 //! (case-sensitive) and also allocation-free.
 //!
 //! Every `push_*` either writes a whole record or leaves the message as it
@@ -136,12 +136,10 @@ impl RData<'_> {
 const COMPRESS_SLOTS: usize = 128;
 /// Largest offset a compression pointer can hold.
 const MAX_POINTER: usize = 0x3FFF;
-/// Most labels a name can have (255 bytes / 2, root excluded).
-const MAX_LABELS: usize = 127;
 
 /// Name suffix positions already in the message.
 struct Compressor {
-    hashes: [u32; COMPRESS_SLOTS],
+    keys: [u32; COMPRESS_SLOTS],
     offsets: [u16; COMPRESS_SLOTS],
     len: usize,
 }
@@ -149,36 +147,41 @@ struct Compressor {
 impl Compressor {
     fn new() -> Self {
         Compressor {
-            hashes: [0; COMPRESS_SLOTS],
+            keys: [0; COMPRESS_SLOTS],
             offsets: [0; COMPRESS_SLOTS],
             len: 0,
         }
     }
 
-    fn insert(&mut self, hash: u32, offset: usize) {
+    fn insert(&mut self, key: u32, offset: usize) {
         if self.len < COMPRESS_SLOTS && offset <= MAX_POINTER {
-            self.hashes[self.len] = hash;
+            self.keys[self.len] = key;
             self.offsets[self.len] = offset as u16;
             self.len += 1;
         }
     }
 
     /// Offset of an earlier copy of `suffix` (uncompressed wire form).
-    fn find(&self, buf: &[u8], hash: u32, suffix: &[u8]) -> Option<usize> {
-        self.hashes[..self.len]
+    fn find(&self, buf: &[u8], key: u32, suffix: &[u8]) -> Option<usize> {
+        self.keys[..self.len]
             .iter()
             .zip(&self.offsets[..self.len])
-            .find(|&(&h, &off)| h == hash && name_eq_at(buf, usize::from(off), suffix))
+            .find(|&(&k, &off)| k == key && name_eq_at(buf, usize::from(off), suffix))
             .map(|(_, &off)| usize::from(off))
     }
 }
 
-/// FNV-1a over a label (length byte included), chained on the hash of the
-/// rest of the name.
-fn hash_label(seed: u32, label: &[u8]) -> u32 {
-    label.iter().fold(seed ^ 0x811C_9DC5, |h, &b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
+/// A cheap key for a name suffix (uncompressed wire form): its length,
+/// its first label's length and first and last bytes. Candidates with equal
+/// keys are verified byte by byte, so collisions only cost a comparison.
+fn suffix_key(suffix: &[u8]) -> u32 {
+    let first_len = suffix.first().copied().unwrap_or(0);
+    let first = suffix.get(1).copied().unwrap_or(0);
+    let last = suffix.get(usize::from(first_len)).copied().unwrap_or(0);
+    (suffix.len() as u32) << 24
+        | u32::from(first_len) << 16
+        | u32::from(first) << 8
+        | u32::from(last)
 }
 
 /// Whether the (possibly compressed) name at `off` in `buf` is exactly
@@ -485,46 +488,31 @@ impl<'b> MessageBuilder<'b> {
     /// remembered either way.
     fn write_name(&mut self, name: &Name, compress: bool) {
         let wire = name.as_wire();
-        let mut starts = [0u8; MAX_LABELS + 1];
-        let mut n = 0;
-        let mut p = 0;
-        while let Some(&len) = wire.get(p) {
-            if len == 0 || n == MAX_LABELS {
-                break;
+        let mut matched = None;
+        if compress && self.comp.len > 0 {
+            let mut p = 0;
+            while let Some(&len) = wire.get(p)
+                && len != 0
+            {
+                let suffix = &wire[p..];
+                if let Some(off) = self.comp.find(self.buf, suffix_key(suffix), suffix) {
+                    matched = Some((p, off));
+                    break;
+                }
+                p += 1 + usize::from(len);
             }
-            starts[n] = p as u8;
-            n += 1;
+        }
+        let plain_end = matched.map_or(wire.len() - 1, |(p, _)| p);
+        let base = self.buf.len();
+        let mut p = 0;
+        while let Some(&len) = wire.get(p)
+            && p < plain_end
+        {
+            self.comp.insert(suffix_key(&wire[p..]), base + p);
             p += 1 + usize::from(len);
         }
-        let mut hashes = [0u32; MAX_LABELS];
-        let mut h = 0;
-        let mut end = wire.len() - 1;
-        for i in (0..n).rev() {
-            let s = usize::from(starts[i]);
-            h = hash_label(h, &wire[s..end]);
-            hashes[i] = h;
-            end = s;
-        }
-        let mut matched = None;
-        if compress {
-            matched = (0..n).find_map(|i| {
-                let s = usize::from(starts[i]);
-                self.comp
-                    .find(self.buf, hashes[i], &wire[s..])
-                    .map(|off| (i, off))
-            });
-        }
-        let (plain_labels, pointer) = match matched {
-            Some((i, off)) => (i, Some(off)),
-            None => (n, None),
-        };
-        let base = self.buf.len();
-        for i in 0..plain_labels {
-            self.comp.insert(hashes[i], base + usize::from(starts[i]));
-        }
-        match pointer {
-            Some(off) => {
-                let plain_end = usize::from(starts[plain_labels]);
+        match matched {
+            Some((_, off)) => {
                 self.buf.extend_from_slice(&wire[..plain_end]);
                 self.put_u16(0xC000 | off as u16);
             }

@@ -547,13 +547,12 @@ fn parse_rdata(rtype: Rtype, rest: &[Token<'_>]) -> Result<RecordData, RecordPar
             minimum: parse_num(it.next())?,
         },
         Rtype::TXT => {
+            // Zero strings is invalid per RFC 1035 but occurs on the wire;
+            // accept it so every decoded record's text parses back.
             let strings = it
                 .by_ref()
                 .map(|t| unescape_string(t.text))
                 .collect::<Result<Vec<_>, _>>()?;
-            if strings.is_empty() {
-                return Err(syntax("TXT needs at least one string"));
-            }
             RecordData::Txt(strings)
         }
         Rtype::HINFO => RecordData::Hinfo {

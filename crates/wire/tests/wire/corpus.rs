@@ -102,7 +102,8 @@ fn exercise(pkt: &[u8]) {
                 // Text form must parse back (Display/FromStr agree).
                 let text = rec.to_string();
                 if rec.rtype() != Rtype::OPT {
-                    assert!(text.parse::<clusterdns_wire::Record>().is_ok(), "{text}");
+                    let back = text.parse::<clusterdns_wire::Record>();
+                    assert_eq!(back.as_ref(), Ok(&rec), "{text}");
                 }
             }
         }
