@@ -43,6 +43,50 @@
 //! - [`truncate()`]: cut an oversized response down to the client's UDP
 //!   size, like CoreDNS's `ScrubWriter`.
 //!
+//! # Example: answering a query
+//!
+//! ```
+//! use std::net::Ipv4Addr;
+//! use clusterdns_wire::edns::OPT_FIXED_LEN;
+//! use clusterdns_wire::prelude::*;
+//! # let packet = {
+//! #     let mut b = Vec::new();
+//! #     let mut m = MessageBuilder::new(&mut b, Header { id: 1, flags: 0x0100, ..Header::default() });
+//! #     let n = Name::from_ascii("web.default.svc.cluster.local").unwrap();
+//! #     m.push_question(&n, Rtype::A, Class::IN).unwrap();
+//! #     m.push_opt(1232, false, &[]).unwrap();
+//! #     m.finish();
+//! #     b
+//! # };
+//! let mut out = Vec::with_capacity(4096); // one per worker, reused
+//!
+//! let query = Query::parse(&packet)?;
+//! let zone = Name::from_ascii("cluster.local.")?;
+//! assert!(query.qname_lower().ends_with(&zone));
+//!
+//! let mut reply = MessageBuilder::reply_to(&query, &mut out);
+//! reply.set_aa(true);
+//! // Keep room for the OPT record while adding records.
+//! let size = usize::from(query.udp_size());
+//! let opt_room = if query.edns().is_some() { OPT_FIXED_LEN } else { 0 };
+//! reply.set_limit(size - opt_room);
+//! let a = RData::A(Ipv4Addr::new(10, 96, 0, 10));
+//! if reply.push(Section::Answer, query.qname(), Class::IN, 5, &a).is_err() {
+//!     reply.set_tc(true);
+//! }
+//! reply.set_limit(size);
+//! if query.edns().is_some() {
+//!     reply.push_opt(1232, query.do_bit(), &[])?;
+//! }
+//! let len = reply.finish();
+//! assert_eq!(out.len(), len);
+//!
+//! let msg = Message::parse(&out)?;
+//! let answer = msg.records().next().unwrap().to_owned_record(&msg)?;
+//! assert_eq!(answer.to_string(), "web.default.svc.cluster.local.\t5\tIN\tA\t10.96.0.10");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Nothing in this crate panics on malformed input: every read is
 //! bounds-checked and every failure is a [`ParseError`] or [`QueryError`].
 #![forbid(unsafe_code)]
@@ -74,7 +118,7 @@ pub use types::{Class, Opcode, Rcode, Rtype};
 /// Everything a plugin or the server typically needs, for a glob import.
 pub mod prelude {
     pub use crate::{
-        Class, Edns, Header, MessageBuilder, Name, Opcode, Query, QueryError, RData, Rcode, Rtype,
-        Section, TruncationError,
+        Class, Edns, Header, Message, MessageBuilder, Name, Opcode, ParseError, Query, QueryError,
+        RData, Rcode, Record, RecordData, RecordView, Rtype, Section, TruncationError, truncate,
     };
 }

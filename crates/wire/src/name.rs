@@ -83,6 +83,23 @@ pub(crate) fn walk_name(
     }
 }
 
+/// Wire length of the name at `start` if it is complete, uncompressed and
+/// valid; `None` sends the caller to the general walk.
+fn uncompressed_len(msg: &[u8], start: usize) -> Option<usize> {
+    let mut pos = start;
+    loop {
+        let len = usize::from(*msg.get(pos)?);
+        if len == 0 {
+            let total = pos + 1 - start;
+            return (total <= MAX_NAME_LEN).then_some(total);
+        }
+        if len > MAX_LABEL_LEN || pos + 1 + len - start >= MAX_NAME_LEN {
+            return None;
+        }
+        pos += 1 + len;
+    }
+}
+
 /// Iterator over the labels of a name, left to right, root excluded.
 #[derive(Debug, Clone)]
 pub struct Labels<'a> {
@@ -118,6 +135,13 @@ impl Name {
     /// pointers, and moves `*off` past the name as it appears there.
     pub fn from_wire(msg: &[u8], off: &mut usize) -> Result<Name, ParseError> {
         let mut name = Name::root();
+        // Fast path: an uncompressed name (every question) is one copy.
+        if let Some(len) = uncompressed_len(msg, *off) {
+            name.buf[..len].copy_from_slice(&msg[*off..*off + len]);
+            name.len = len as u8;
+            *off += len;
+            return Ok(name);
+        }
         let mut pos = 0;
         walk_name(msg, off, |label| {
             // walk_name guarantees the total stays within 255 bytes.
