@@ -122,12 +122,7 @@ impl Plugin for Chaos {
             return Flow::Next;
         }
         let lower = req.qname_lower();
-        let Some(kind) = self
-            .names
-            .iter()
-            .find(|(n, _)| n == lower)
-            .map(|(_, k)| *k)
-        else {
+        let Some(kind) = self.names.iter().find(|(n, _)| n == lower).map(|(_, k)| *k) else {
             return Flow::Next;
         };
         let owner = req.qname();
@@ -147,8 +142,7 @@ impl Plugin for Chaos {
                 let start = if n > 1 { fastrand::usize(..n) } else { 0 };
                 for i in 0..n {
                     let strings = [self.authors[(start + i) % n].as_slice()];
-                    if b
-                        .push(Section::Answer, owner, Class::CH, 0, &RData::Txt(&strings))
+                    if b.push(Section::Answer, owner, Class::CH, 0, &RData::Txt(&strings))
                         .is_err()
                     {
                         break;
@@ -214,7 +208,10 @@ mod tests {
             let reply = run(&r.plugins, &ch_query(name, Rtype::TXT));
             assert_eq!(reply.rcode, Rcode::NOERROR);
             assert!(!reply.header.aa());
-            assert_eq!(reply.answer, vec![format!("{name}\t0\tCH\tTXT\t\"CoreDNS-001\"")]);
+            assert_eq!(
+                reply.answer,
+                vec![format!("{name}\t0\tCH\tTXT\t\"CoreDNS-001\"")]
+            );
         }
     }
 
@@ -224,10 +221,16 @@ mod tests {
         let reply = run(&r.plugins, &ch_query("version.bind.", Rtype::TXT));
         assert_eq!(
             reply.answer,
-            vec![format!("version.bind.\t0\tCH\tTXT\t\"{}\"", default_version())]
+            vec![format!(
+                "version.bind.\t0\tCH\tTXT\t\"{}\"",
+                default_version()
+            )]
         );
         let reply = run(&r.plugins, &ch_query("authors.bind.", Rtype::TXT));
-        assert_eq!(reply.answer, vec!["authors.bind.\t0\tCH\tTXT\t\"clusterdns\"".to_string()]);
+        assert_eq!(
+            reply.answer,
+            vec!["authors.bind.\t0\tCH\tTXT\t\"clusterdns\"".to_string()]
+        );
     }
 
     #[test]
@@ -261,7 +264,10 @@ mod tests {
         let want = super::hostname();
         for name in ["hostname.bind.", "id.server."] {
             let reply = run(&r.plugins, &ch_query(name, Rtype::TXT));
-            assert_eq!(reply.answer, vec![format!("{name}\t0\tCH\tTXT\t\"{want}\"")]);
+            assert_eq!(
+                reply.answer,
+                vec![format!("{name}\t0\tCH\tTXT\t\"{want}\"")]
+            );
         }
     }
 

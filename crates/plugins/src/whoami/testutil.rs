@@ -8,7 +8,9 @@ use std::sync::Arc;
 use clusterdns_corefile::{ConfigError, ProcessEnv, parse_key, parse_str};
 use clusterdns_plugin::metrics::Registry;
 use clusterdns_plugin::testing::{self, Reply};
-use clusterdns_plugin::{Chain, Plugin, PluginDef, Proto, Request, ResponseWriter, SetupCtx, Shared};
+use clusterdns_plugin::{
+    Chain, Plugin, PluginDef, Proto, Request, ResponseWriter, SetupCtx, Shared,
+};
 use clusterdns_wire::{Name, Query};
 
 /// What a setup left behind.
@@ -65,7 +67,9 @@ pub(crate) fn run_raw(plugins: &[Arc<dyn Plugin>], pkt: &[u8], proto: Proto) -> 
     req.proto = proto;
     let chain = Chain::new(plugins.to_vec());
     let mut w = ResponseWriter::new();
-    let _ = chain.run_sync(&req, &mut w).expect("no async plugin in tests");
+    let _ = chain
+        .run_sync(&req, &mut w)
+        .expect("no async plugin in tests");
     w.bytes().to_vec()
 }
 
