@@ -115,13 +115,15 @@ impl Parser<'_> {
     }
 
     fn eof_err(&self) -> ConfigError {
-        let at = self.prev.clone();
-        at.unwrap_or(Token {
-            text: String::new(),
-            file: self.main.clone(),
-            line: 0,
-        })
-        .err("Unexpected EOF")
+        const MSG: &str = "Unexpected EOF";
+        match &self.prev {
+            Some(tok) => tok.err(MSG),
+            None => ConfigError {
+                file: self.main.clone(),
+                line: 0,
+                msg: MSG.into(),
+            },
+        }
     }
 
     /// Parses a block's keys and body; `None` for a snippet or a block without keys.
@@ -219,9 +221,14 @@ impl Parser<'_> {
         }
         // Reject a direct self-import now, even if the snippet is never used.
         for (i, pair) in body.windows(2).enumerate() {
-            let starts = i == 0 || breaks_line(&body[i - 1], &pair[0]);
-            if starts && pair[0].text == "import" && substitute(&pair[1].text, self.env) == name {
-                return Err(pair[1].err(format!("Snippet '{name}' imports itself")));
+            let (keyword, arg) = (&pair[0], &pair[1]);
+            let line_start = i == 0 || breaks_line(&body[i - 1], keyword);
+            if line_start
+                && keyword.text == "import"
+                && !breaks_line(keyword, arg)
+                && substitute(&arg.text, self.env) == name
+            {
+                return Err(arg.err(format!("Snippet '{name}' imports itself")));
             }
         }
         self.snippets.insert(name, body.into());
