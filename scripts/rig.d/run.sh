@@ -63,22 +63,29 @@ start_proc() {
     log "$name: started, pid $!, log $RUN/logs/$name.log"
 }
 
+# stop_proc NAME [GRACE_SECONDS]: SIGTERM, then SIGKILL after the grace period
+# (default 30 s; 0 = SIGKILL at once).
 stop_proc() {
-    local name=$1 pid i
+    local name=$1 grace=${2:-30} pid i
     if ! is_running "$name"; then
         rm -f "$RUN/$name.pid"
         return 0
     fi
     pid=$(<"$RUN/$name.pid")
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.2
-    done
+    if ((grace > 0)); then
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < grace * 10; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+    fi
     if kill -0 "$pid" 2>/dev/null; then
-        log "$name: did not stop on TERM within 30s, killing"
+        ((grace > 0)) && log "$name: still running ${grace}s after SIGTERM, sending SIGKILL"
         kill -KILL "$pid" 2>/dev/null || true
-        sleep 0.5
+        for ((i = 0; i < 50; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
     fi
     rm -f "$RUN/$name.pid"
     log "$name: stopped (pid $pid)"
@@ -171,6 +178,18 @@ api_ready() {
         "https://127.0.0.1:$APISERVER_PORT/readyz"
 }
 
+# The apiserver publishes its advertise address in the default/kubernetes
+# Endpoints and EndpointSlice, and validation rejects loopback addresses there.
+# The rig only uses loopback, so by default nothing is published (the
+# kubernetes Service exists, with no EndpointSlice); set RIG_ADVERTISE_ADDRESS
+# to a non-loopback address to get them (nothing connects to it).
+endpoint_reconciler() {
+    case $ADVERTISE_ADDRESS in
+        127.* | ::1) echo none ;;
+        *) echo lease ;;
+    esac
+}
+
 start_apiserver() {
     is_running kube-apiserver && return 0
     port_in_use "$APISERVER_PORT" && die "port $APISERVER_PORT is taken by something else (set RIG_APISERVER_PORT)"
@@ -179,6 +198,7 @@ start_apiserver() {
         --etcd-servers="$(etcd_url)" \
         --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
         --advertise-address="$ADVERTISE_ADDRESS" \
+        --endpoint-reconciler-type="$(endpoint_reconciler)" \
         --tls-cert-file="$c/apiserver.crt" --tls-private-key-file="$c/apiserver.key" \
         --client-ca-file="$c/ca.crt" \
         --token-auth-file="$c/token.csv" \
@@ -245,17 +265,23 @@ cmd_up() {
 
 cmd_down() {
     load_settings
-    stop_proc kube-controller-manager
-    stop_proc kube-apiserver
-    stop_proc etcd
+    stop_proc kube-controller-manager 5
+    stop_proc kube-apiserver 3
+    stop_proc etcd 10
     rm -rf "$RUN" "$KUBECONFIG_FILE"
     log "down"
 }
 
+# The apiserver stops listening at once on SIGTERM but then waits for open
+# watch connections (up to its request timeout, 60 s); after
+# RIG_APISERVER_STOP_GRACE seconds (default 3) it gets SIGKILL. `--kill` sends
+# SIGKILL straight away (a crash).
 cmd_apiserver_stop() {
     load_settings
     [[ -f $RUN/rig.env ]] || die "the rig is not up"
-    stop_proc kube-apiserver
+    local grace=${RIG_APISERVER_STOP_GRACE:-3}
+    [[ ${1:-} == --kill ]] && grace=0
+    stop_proc kube-apiserver "$grace"
 }
 
 cmd_apiserver_start() {

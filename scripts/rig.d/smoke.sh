@@ -121,11 +121,12 @@ say "coredns pid $COREDNS_PID on 127.0.0.1:$PORT"
 expect "web.$NS.svc.cluster.local" A "$WEB_IP"
 expect "db.$NS.svc.cluster.local" A 10.244.1.10 10.244.1.11
 expect "db-0.db.$NS.svc.cluster.local" A 10.244.1.10
-expect "_pg._tcp.web.$NS.svc.cluster.local" SRV "0 100 80 web.$NS.svc.cluster.local."
+expect "_http._tcp.web.$NS.svc.cluster.local" SRV "0 100 80 web.$NS.svc.cluster.local."
 expect "kubernetes.default.svc.cluster.local" A "$(kc get -n default svc kubernetes -o jsonpath='{.spec.clusterIP}')"
 
 # A resourceVersion from before the outage, for the 410 check.
-OLD_RV=$(kc get -n "$NS" services -o jsonpath='{.metadata.resourceVersion}')
+OLD_RV=$(kc get --raw "/api/v1/namespaces/$NS/services" | grep -o '"resourceVersion":"[0-9]*"' | head -1 | grep -o '[0-9][0-9]*')
+[[ -n $OLD_RV ]] || fail "no list resourceVersion"
 
 say "apiserver outage"
 "$RIG" apiserver-stop
