@@ -368,12 +368,11 @@ impl Index {
         drop(seen);
         self.interner.prune();
         self.relists.shrink_to_fit();
-        if self.pending_sync.remove(&(kind, scope.clone())) || self.pending_sync.is_empty() {
-            if self.pending_sync.is_empty() && !self.work.synced {
-                tracing::info!("kubernetes index synced");
-                self.work.synced = true;
-                self.dirty = true;
-            }
+        self.pending_sync.remove(&(kind, scope.clone()));
+        if self.pending_sync.is_empty() && !self.work.synced {
+            tracing::info!("kubernetes index synced");
+            self.work.synced = true;
+            self.dirty = true;
         }
     }
 

@@ -16,11 +16,13 @@ use hashbrown::{DefaultHashBuilder, Equivalent, HashTable};
 const SHARD_BITS: u32 = 8;
 const SHARDS: usize = 1 << SHARD_BITS;
 
+type Shard<K, V> = Arc<HashTable<(K, V)>>;
+
 /// A sharded, copy-on-write hash map. See the module doc.
 #[derive(Clone)]
 pub(crate) struct ShardMap<K, V> {
     hasher: DefaultHashBuilder,
-    shards: Box<[Arc<HashTable<(K, V)>>]>,
+    shards: Box<[Shard<K, V>]>,
     len: usize,
 }
 

@@ -191,10 +191,10 @@ impl Default for WatchConfig {
 
 /// One decoded watch event (or error), tagged with its watcher.
 enum Update {
-    Service(Scope, watcher::Event<core::Service>),
-    Slice(Scope, watcher::Event<discovery::EndpointSlice>),
-    Pod(Scope, watcher::Event<core::Pod>),
-    Namespace(Scope, watcher::Event<core::Namespace>),
+    Service(Scope, Box<watcher::Event<core::Service>>),
+    Slice(Scope, Box<watcher::Event<discovery::EndpointSlice>>),
+    Pod(Scope, Box<watcher::Event<core::Pod>>),
+    Namespace(Scope, Box<watcher::Event<core::Namespace>>),
     Error(Kind, watcher::Error),
 }
 
@@ -229,7 +229,7 @@ fn kind_stream<K>(
     base: watcher::Config,
     streaming: bool,
     scope: Scope,
-    wrap: fn(Scope, watcher::Event<K>) -> Update,
+    wrap: fn(Scope, Box<watcher::Event<K>>) -> Update,
 ) -> BoxStream<'static, Update>
 where
     K: IndexedObject
@@ -266,7 +266,7 @@ where
                 {
                     strip(obj);
                 }
-                wrap(scope.clone(), event)
+                wrap(scope.clone(), Box::new(event))
             }
             Err(err) => {
                 if st.streaming && !st.listed && streaming_unsupported(&err) {
@@ -409,10 +409,10 @@ fn streams(
 
 fn apply(index: &mut Index, update: Update) {
     match update {
-        Update::Service(scope, ev) => index.handle_event(&scope, ev),
-        Update::Slice(scope, ev) => index.handle_event(&scope, ev),
-        Update::Pod(scope, ev) => index.handle_event(&scope, ev),
-        Update::Namespace(scope, ev) => index.handle_event(&scope, ev),
+        Update::Service(scope, ev) => index.handle_event(&scope, *ev),
+        Update::Slice(scope, ev) => index.handle_event(&scope, *ev),
+        Update::Pod(scope, ev) => index.handle_event(&scope, *ev),
+        Update::Namespace(scope, ev) => index.handle_event(&scope, *ev),
         Update::Error(kind, err) => {
             tracing::warn!(%kind, error = %err, "kubernetes watch failed; retrying, serving last known state");
             index.note_watch_error(kind);
