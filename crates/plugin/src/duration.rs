@@ -20,8 +20,8 @@ pub fn parse_go(s: &str) -> Result<Duration, DurationError> {
     let mut rest = s;
     if let Some(r) = rest.strip_prefix('+') {
         rest = r;
-    } else if rest.starts_with('-') {
-        if rest[1..].chars().all(|c| c == '0') && rest.len() > 1 {
+    } else if let Some(r) = rest.strip_prefix('-') {
+        if !r.is_empty() && r.chars().all(|c| c == '0') {
             return Ok(Duration::ZERO);
         }
         return Err(DurationError(format!("time: negative duration {s:?}")));

@@ -340,6 +340,11 @@ impl<S: Series> Collector for Family<S> {
 
     fn render(&self, out: &mut String) {
         let series = self.series.lock();
+        // Like Prometheus' Go client, a family with no visible series
+        // (a vector never used) is not shown at all.
+        if !series.values().any(|s| s.visible()) {
+            return;
+        }
         let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
         let _ = writeln!(out, "# TYPE {} {}", self.name, S::TYPE);
         for (values, s) in series.iter() {

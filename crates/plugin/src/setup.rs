@@ -161,6 +161,9 @@ pub struct SetupCtx<'a> {
     /// Addresses set by `bind` (names of interfaces already resolved by
     /// the plugin); empty means all addresses.
     pub bind: Vec<std::net::IpAddr>,
+    /// The port of keys without one (`-dns.port`, default 53); with
+    /// `bind`, it gives the listeners' `server` metric labels.
+    pub dns_port: u16,
     plugins: Vec<Arc<dyn Plugin>>,
 }
 
@@ -187,6 +190,7 @@ impl<'a> SetupCtx<'a> {
             config_dir,
             shared,
             bind: Vec::new(),
+            dns_port: 53,
             plugins: Vec::new(),
         }
     }
@@ -198,6 +202,30 @@ impl<'a> SetupCtx<'a> {
         for z in self.keys.iter().flat_map(|k| k.zones.iter()) {
             if !out.contains(z) {
                 out.push(z.clone());
+            }
+        }
+        out
+    }
+
+    /// The `server` labels of this block's listeners, as the server
+    /// names them in metrics (`dns://:53`, or `dns://IP:53` with `bind`),
+    /// without duplicates. Call it after `bind` has run.
+    pub fn server_labels(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for k in self.keys {
+            let port = k.port.unwrap_or(self.dns_port);
+            let labels: Vec<String> = if self.bind.is_empty() {
+                vec![format!("dns://:{port}")]
+            } else {
+                self.bind
+                    .iter()
+                    .map(|ip| format!("dns://{}", SocketAddr::new(*ip, port)))
+                    .collect()
+            };
+            for l in labels {
+                if !out.contains(&l) {
+                    out.push(l);
+                }
             }
         }
         out

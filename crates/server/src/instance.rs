@@ -137,6 +137,7 @@ impl Instance {
                 keys.push(key);
             }
             let mut ctx = SetupCtx::new(block, &keys, &config_dir, &mut shared);
+            ctx.dns_port = default_port;
             for def in registry {
                 let dirs: Vec<_> = block.directives_named(def.name).collect();
                 if !dirs.is_empty() {

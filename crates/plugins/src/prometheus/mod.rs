@@ -1,8 +1,19 @@
-//! *prometheus*: not implemented yet. Using it in a Corefile is a configuration
-//! error, so no Corefile silently loses a plugin.
+#![doc = include_str!("README.md")]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{PluginDef, SetupCtx};
+use clusterdns_plugin::metrics::{
+    Counter, Family, Gauge, HistogramSeries, Registry, SIZE_BUCKETS, TIME_BUCKETS,
+};
+use clusterdns_plugin::{
+    Flow, HttpReply, HttpRoute, Outcome, Plugin, PluginDef, Proto, Request, ResponseWriter,
+    SetupCtx,
+};
+use clusterdns_wire::{Name, Rtype};
+use parking_lot::Mutex;
 
 /// Registration of *prometheus*.
 pub const DEF: PluginDef = PluginDef {
@@ -10,6 +21,412 @@ pub const DEF: PluginDef = PluginDef {
     setup,
 };
 
-fn setup(_ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    Err(dirs[0].err("plugin not implemented yet"))
+/// CoreDNS's default metrics address.
+const DEFAULT_ADDR: &str = "localhost:9153";
+
+/// The plugins that configure the server instead of handling queries;
+/// they have no `coredns_plugin_enabled` series (not in `Handlers()`).
+const NOT_HANDLERS: &[&str] = &["reload", "bind", "ready", "health"];
+
+fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
+    let (d, addr) = crate::health::once_with_addr(dirs, DEFAULT_ADDR)?;
+    for line in &d.block {
+        match line.name.text.as_str() {
+            "runtime_metrics" if line.args.is_empty() => {}
+            "runtime_metrics" => return Err(line.arg_err()),
+            "tls" if line.args.len() == 1 => {
+                return Err(line.err("tls is not supported yet"));
+            }
+            "tls" => return Err(line.arg_err()),
+            other => return Err(line.err(format!("unknown option: {other}"))),
+        }
+    }
+
+    let metrics = ctx.shared.metrics.clone();
+    let fams = Arc::new(Families::register(&metrics));
+    register_process_metrics(&metrics);
+
+    let reg = metrics.clone();
+    ctx.shared.routes.push(HttpRoute {
+        addr,
+        path: "/metrics".to_string(),
+        handler: Arc::new(move || HttpReply {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: reg.render().into_bytes(),
+        }),
+    });
+
+    // coredns_plugin_enabled: one series per listener, zone and handler,
+    // replaced when a new configuration starts.
+    let mut handlers: Vec<&'static str> = Vec::new();
+    for def in crate::registry() {
+        if !NOT_HANDLERS.contains(&def.name)
+            && ctx.block.directives_named(def.name).next().is_some()
+        {
+            handlers.push(def.name);
+        }
+    }
+    let servers = ctx.server_labels();
+    let zones = ctx.zones();
+    let enabled = fams.enabled.clone();
+    let config = ctx.shared.readiness.0.clone();
+    ctx.shared.on_startup.push(Box::new(move || {
+        static LAST_CONFIG: AtomicUsize = AtomicUsize::new(0);
+        let id = Arc::as_ptr(&config) as usize;
+        if LAST_CONFIG.swap(id, Ordering::Relaxed) != id {
+            enabled.clear();
+        }
+        for s in &servers {
+            for z in &zones {
+                for h in &handlers {
+                    enabled.with(&[s, z, "", h]).set(1.0);
+                }
+            }
+        }
+        Ok(())
+    }));
+
+    let mut names: Vec<&'static str> = crate::registry().iter().map(|d| d.name).collect();
+    names.push("");
+    ctx.add_plugin(Arc::new(Prometheus {
+        fams,
+        tables: ArcSwap::from_pointee(Vec::new()),
+        grow: Mutex::new(()),
+        plugin_names: names,
+    }));
+    Ok(())
 }
+
+/// Registers the families CoreDNS always exposes, at their zero values:
+/// build info, panics, reload failures and the health poll metrics.
+fn register_process_metrics(metrics: &Registry) {
+    let build = metrics.get_or_register("coredns_build_info", || {
+        Family::<Gauge>::new(
+            "coredns_build_info",
+            "A metric with a constant '1' value labeled by version, revision, and goversion from which CoreDNS was built.",
+            &["version", "revision", "goversion"],
+        )
+    });
+    build
+        .with(&[
+            env!("CARGO_PKG_VERSION"),
+            option_env!("CLUSTERDNS_COMMIT").unwrap_or(""),
+            "rustc",
+        ])
+        .set(1.0);
+    metrics
+        .get_or_register("coredns_panics_total", || {
+            Family::<Counter>::new(
+                "coredns_panics_total",
+                "A metrics that counts the number of panics.",
+                &[],
+            )
+        })
+        .with(&[])
+        .add(0);
+    metrics
+        .get_or_register("coredns_reload_failed_total", || {
+            Family::<Counter>::new(
+                "coredns_reload_failed_total",
+                "Counter of the number of failed reload attempts.",
+                &[],
+            )
+        })
+        .with(&[])
+        .add(0);
+    crate::health::register_metrics(metrics);
+}
+
+/// The per-query metric families.
+#[derive(Debug)]
+struct Families {
+    requests: Arc<Family<Counter>>,
+    do_requests: Arc<Family<Counter>>,
+    duration: Arc<Family<HistogramSeries>>,
+    request_size: Arc<Family<HistogramSeries>>,
+    response_size: Arc<Family<HistogramSeries>>,
+    responses: Arc<Family<Counter>>,
+    enabled: Arc<Family<Gauge>>,
+}
+
+impl Families {
+    fn register(r: &Registry) -> Families {
+        Families {
+            requests: r.get_or_register("coredns_dns_requests_total", || {
+                Family::new(
+                    "coredns_dns_requests_total",
+                    "Counter of DNS requests made per zone, protocol and family.",
+                    &["server", "zone", "view", "proto", "family", "type"],
+                )
+            }),
+            do_requests: r.get_or_register("coredns_dns_do_requests_total", || {
+                Family::new(
+                    "coredns_dns_do_requests_total",
+                    "Counter of DNS requests with DO bit set per zone.",
+                    &["server", "zone", "view"],
+                )
+            }),
+            duration: r.get_or_register("coredns_dns_request_duration_seconds", || {
+                Family::histogram(
+                    "coredns_dns_request_duration_seconds",
+                    "Histogram of the time (in seconds) each request took per zone.",
+                    &["server", "zone", "view"],
+                    TIME_BUCKETS,
+                )
+            }),
+            request_size: r.get_or_register("coredns_dns_request_size_bytes", || {
+                Family::histogram(
+                    "coredns_dns_request_size_bytes",
+                    "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.",
+                    &["server", "zone", "view", "proto"],
+                    SIZE_BUCKETS,
+                )
+            }),
+            response_size: r.get_or_register("coredns_dns_response_size_bytes", || {
+                Family::histogram(
+                    "coredns_dns_response_size_bytes",
+                    "Size of the returned response in bytes.",
+                    &["server", "zone", "view", "proto"],
+                    SIZE_BUCKETS,
+                )
+            }),
+            responses: r.get_or_register("coredns_dns_responses_total", || {
+                Family::new(
+                    "coredns_dns_responses_total",
+                    "Counter of response status codes.",
+                    &["server", "zone", "view", "rcode", "plugin"],
+                )
+            }),
+            enabled: r.get_or_register("coredns_plugin_enabled", || {
+                Family::new(
+                    "coredns_plugin_enabled",
+                    "A metric that indicates whether a plugin is enabled on per server and zone basis.",
+                    &["server", "zone", "view", "name"],
+                )
+            }),
+        }
+    }
+}
+
+/// The query types with their own `type` label; the rest are `other`
+/// (CoreDNS `vars.monitorType`).
+const MONITORED: [Rtype; 19] = [
+    Rtype::A,
+    Rtype::AAAA,
+    Rtype::CNAME,
+    Rtype::DNSKEY,
+    Rtype::DS,
+    Rtype::MX,
+    Rtype::NSEC3,
+    Rtype::NSEC,
+    Rtype::NS,
+    Rtype::PTR,
+    Rtype::RRSIG,
+    Rtype::SOA,
+    Rtype::SRV,
+    Rtype::TXT,
+    Rtype::HTTPS,
+    Rtype::SVCB,
+    Rtype::IXFR,
+    Rtype::AXFR,
+    Rtype::ANY,
+];
+const TYPES: usize = MONITORED.len() + 1;
+
+/// The `type` label index of `t`.
+fn type_index(t: Rtype) -> usize {
+    MONITORED
+        .iter()
+        .position(|m| *m == t)
+        .unwrap_or(MONITORED.len())
+}
+
+fn type_label(i: usize) -> String {
+    MONITORED
+        .get(i)
+        .map_or_else(|| "other".to_string(), ToString::to_string)
+}
+
+/// Rcodes with a pre-resolved slot (the header's four bits).
+const RCODES: usize = 16;
+
+/// A series resolved on first use, then read with one atomic load.
+type Slot<T> = OnceLock<Arc<T>>;
+
+fn slots<T>(n: usize) -> Box<[Slot<T>]> {
+    (0..n).map(|_| OnceLock::new()).collect()
+}
+
+/// The series of one (server, zone).
+#[derive(Debug)]
+struct Table {
+    server: String,
+    zone: Name,
+    zone_text: String,
+    /// proto × family × type.
+    requests: Box<[Slot<Counter>]>,
+    do_requests: Slot<Counter>,
+    duration: Slot<HistogramSeries>,
+    request_size: [Slot<HistogramSeries>; 2],
+    response_size: [Slot<HistogramSeries>; 2],
+    /// rcode × plugin name.
+    responses: Box<[Slot<Counter>]>,
+}
+
+/// The *prometheus* handler: counts every query its block answers.
+pub struct Prometheus {
+    fams: Arc<Families>,
+    /// One table per (server, zone) seen, created on first use.
+    tables: ArcSwap<Vec<Arc<Table>>>,
+    grow: Mutex<()>,
+    /// `plugin` label values: every compiled-in plugin, then "".
+    plugin_names: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for Prometheus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prometheus").finish_non_exhaustive()
+    }
+}
+
+fn proto_index(p: Proto) -> usize {
+    match p {
+        Proto::Udp => 0,
+        Proto::Tcp => 1,
+    }
+}
+
+const PROTOS: [Proto; 2] = [Proto::Udp, Proto::Tcp];
+
+impl Prometheus {
+    /// The table of `server`/`zone`: a lock-free scan, or (once per pair)
+    /// a new table published under a lock.
+    fn table(&self, server: &str, zone: &Name) -> Arc<Table> {
+        if let Some(t) = self.find(server, zone) {
+            return t;
+        }
+        let _g = self.grow.lock();
+        if let Some(t) = self.find(server, zone) {
+            return t;
+        }
+        let t = Arc::new(Table {
+            server: server.to_string(),
+            zone: *zone,
+            zone_text: zone.to_string(),
+            requests: slots(2 * 2 * TYPES),
+            do_requests: OnceLock::new(),
+            duration: OnceLock::new(),
+            request_size: [OnceLock::new(), OnceLock::new()],
+            response_size: [OnceLock::new(), OnceLock::new()],
+            responses: slots(RCODES * self.plugin_names.len()),
+        });
+        let mut v: Vec<Arc<Table>> = self.tables.load().as_ref().clone();
+        v.push(t.clone());
+        self.tables.store(Arc::new(v));
+        t
+    }
+
+    fn find(&self, server: &str, zone: &Name) -> Option<Arc<Table>> {
+        self.tables
+            .load()
+            .iter()
+            .find(|t| t.zone == *zone && t.server == server)
+            .cloned()
+    }
+
+    fn plugin_index(&self, name: &str) -> usize {
+        self.plugin_names
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or(self.plugin_names.len() - 1)
+    }
+
+    fn report(&self, req: &Request<'_>, reply_len: usize, outcome: &Outcome) {
+        let t = self.table(req.server, req.zone);
+        let f = &self.fams;
+        let (s, z) = (t.server.as_str(), t.zone_text.as_str());
+        let p = proto_index(req.proto);
+        let fam = match req.family() {
+            clusterdns_plugin::Family::V4 => 0,
+            clusterdns_plugin::Family::V6 => 1,
+        };
+        let ti = type_index(req.qtype());
+        if req.do_bit() {
+            t.do_requests
+                .get_or_init(|| f.do_requests.with(&[s, z, ""]))
+                .inc();
+        }
+        t.requests[(p * 2 + fam) * TYPES + ti]
+            .get_or_init(|| {
+                f.requests.with(&[
+                    s,
+                    z,
+                    "",
+                    PROTOS[p].as_str(),
+                    req.family().label(),
+                    &type_label(ti),
+                ])
+            })
+            .inc();
+        t.duration
+            .get_or_init(|| f.duration.histogram_with(&[s, z, ""]))
+            .observe(req.received.elapsed().as_secs_f64());
+        let proto = PROTOS[p].as_str();
+        t.response_size[p]
+            .get_or_init(|| f.response_size.histogram_with(&[s, z, "", proto]))
+            .observe(reply_len as f64);
+        t.request_size[p]
+            .get_or_init(|| f.request_size.histogram_with(&[s, z, "", proto]))
+            .observe(req.query.raw().len() as f64);
+        // The plugin that wrote the reply; "" when the server wrote it
+        // for an error, as CoreDNS's recorder reports.
+        let plugin = if outcome.error.is_some() {
+            ""
+        } else {
+            outcome.plugin
+        };
+        let rc = usize::from(outcome.rcode.0);
+        if rc < RCODES {
+            let pi = self.plugin_index(plugin);
+            t.responses[rc * self.plugin_names.len() + pi]
+                .get_or_init(|| {
+                    f.responses
+                        .with(&[s, z, "", &rcode_label(rc), self.plugin_names[pi]])
+                })
+                .inc();
+        } else {
+            // Extended rcodes are set by the server only; never here in
+            // practice, so resolving each time is acceptable.
+            f.responses
+                .with(&[s, z, "", &rcode_label(rc), plugin])
+                .inc();
+        }
+    }
+}
+
+/// CoreDNS `rcode.ToString`: the mnemonic, else `RCODE<n>`.
+fn rcode_label(rc: usize) -> String {
+    let r = clusterdns_wire::Rcode(rc as u16);
+    match r.mnemonic() {
+        Some(m) => m.to_string(),
+        None => format!("RCODE{rc}"),
+    }
+}
+
+impl Plugin for Prometheus {
+    fn name(&self) -> &'static str {
+        "prometheus"
+    }
+
+    fn query(&self, _req: &Request<'_>, _w: &mut ResponseWriter) -> Flow {
+        Flow::Next
+    }
+
+    fn response(&self, req: &Request<'_>, w: &mut ResponseWriter, outcome: &Outcome) {
+        self.report(req, w.bytes().len(), outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests;

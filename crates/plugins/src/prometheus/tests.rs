@@ -1,0 +1,151 @@
+use clusterdns_plugin::testing;
+use clusterdns_plugin::{Chain, Proto, ResponseWriter};
+use clusterdns_wire::{Name, Query, Rtype};
+
+use super::*;
+use crate::whoami::testutil::{setup as run_setup, setup_err};
+
+#[test]
+fn setup_accepts() {
+    let r = run_setup(DEF, "example.org:1053 {\n prometheus\n}").unwrap();
+    assert_eq!(r.shared.routes[0].addr, "127.0.0.1:9153".parse().unwrap());
+    assert_eq!(r.shared.routes[0].path, "/metrics");
+    assert_eq!(r.plugins.len(), 1);
+    let r = run_setup(DEF, ". {\n prometheus :9253 {\n runtime_metrics\n }\n}").unwrap();
+    assert_eq!(r.shared.routes[0].addr, "0.0.0.0:9253".parse().unwrap());
+}
+
+#[test]
+fn setup_rejects() {
+    let cases = [
+        (
+            ". {\n prometheus\n prometheus\n}",
+            "this plugin can only be used once per Server Block",
+        ),
+        (
+            ". {\n prometheus a b\n}",
+            "Wrong argument count or unexpected line ending after 'b'",
+        ),
+        (
+            ". {\n prometheus 9153\n}",
+            "address 9153: missing port in address",
+        ),
+        (". {\n prometheus {\n bogus\n }\n}", "unknown option: bogus"),
+        (
+            ". {\n prometheus {\n runtime_metrics x\n }\n}",
+            "Wrong argument count or unexpected line ending after 'x'",
+        ),
+        (
+            ". {\n prometheus {\n tls\n }\n}",
+            "Wrong argument count or unexpected line ending after 'tls'",
+        ),
+        (
+            ". {\n prometheus {\n tls cfg.yaml\n }\n}",
+            "tls is not supported yet",
+        ),
+    ];
+    for (c, want) in cases {
+        assert_eq!(setup_err(DEF, c), want, "{c}");
+    }
+}
+
+#[test]
+fn type_buckets() {
+    assert_eq!(type_index(Rtype::A), 0);
+    assert_eq!(type_label(type_index(Rtype::HTTPS)), "HTTPS");
+    assert_eq!(type_label(type_index(Rtype::ANY)), "ANY");
+    assert_eq!(type_label(type_index(Rtype::HINFO)), "other");
+    assert_eq!(type_label(type_index(Rtype(65280))), "other");
+    assert_eq!(rcode_label(3), "NXDOMAIN");
+    assert_eq!(rcode_label(12), "RCODE12");
+}
+
+/// Runs queries through `prometheus` + the whoami handler and checks the
+/// rendered series.
+#[test]
+fn counts_queries_with_coredns_labels() {
+    let mut r = run_setup(DEF, "example.org {\n prometheus\n}").unwrap();
+    r.plugins.push(std::sync::Arc::new(crate::whoami::Whoami));
+    let chain = Chain::new(r.plugins.clone());
+    let zone = Name::from_ascii("example.org.").unwrap();
+    let run = |pkt: &[u8], proto: Proto| {
+        let q = Query::parse(pkt).unwrap();
+        let mut req = testing::request(&q, &zone);
+        req.proto = proto;
+        let mut w = ResponseWriter::new();
+        chain.run_sync(&req, &mut w).unwrap();
+    };
+    let a = testing::query("a.example.org.", Rtype::A);
+    run(&a, Proto::Udp);
+    run(&a, Proto::Udp);
+    run(
+        &testing::query_edns("b.example.org.", Rtype::HINFO, 1232, true),
+        Proto::Tcp,
+    );
+    let text = r.shared.metrics.render();
+    let has = |s: &str| assert!(text.contains(s), "missing {s} in\n{text}");
+    has(
+        r#"coredns_dns_requests_total{server="dns://:53",zone="example.org.",view="",proto="udp",family="1",type="A"} 2"#,
+    );
+    has(
+        r#"coredns_dns_requests_total{server="dns://:53",zone="example.org.",view="",proto="tcp",family="1",type="other"} 1"#,
+    );
+    has(r#"coredns_dns_do_requests_total{server="dns://:53",zone="example.org.",view=""} 1"#);
+    has(
+        r#"coredns_dns_responses_total{server="dns://:53",zone="example.org.",view="",rcode="NOERROR",plugin="whoami"} 3"#,
+    );
+    has(
+        r#"coredns_dns_request_duration_seconds_count{server="dns://:53",zone="example.org.",view=""} 3"#,
+    );
+    has(
+        r#"coredns_dns_request_size_bytes_bucket{server="dns://:53",zone="example.org.",view="",proto="udp",le="100"} 2"#,
+    );
+    has(
+        r#"coredns_dns_response_size_bytes_count{server="dns://:53",zone="example.org.",view="",proto="tcp"} 1"#,
+    );
+    has("coredns_panics_total 0");
+    has("coredns_reload_failed_total 0");
+    has(r#"coredns_build_info{version=""#);
+    // Unused label sets are not shown.
+    assert!(
+        !text.contains(r#"proto="tcp",family="1",type="A""#),
+        "{text}"
+    );
+}
+
+#[test]
+fn server_failure_has_empty_plugin_label() {
+    let r = run_setup(DEF, ". {\n prometheus\n}").unwrap();
+    let chain = Chain::new(r.plugins.clone());
+    let zone = Name::root();
+    let pkt = testing::query("x.", Rtype::A);
+    let q = Query::parse(&pkt).unwrap();
+    let req = testing::request(&q, &zone);
+    let mut w = ResponseWriter::new();
+    chain.run_sync(&req, &mut w).unwrap();
+    let text = r.shared.metrics.render();
+    assert!(
+        text.contains(r#"coredns_dns_responses_total{server="dns://:53",zone=".",view="",rcode="SERVFAIL",plugin=""} 1"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn plugin_enabled_set_on_startup() {
+    let mut r = run_setup(
+        DEF,
+        "example.org:1053 {\n prometheus\n whoami\n log\n health\n}",
+    )
+    .unwrap();
+    for h in std::mem::take(&mut r.shared.on_startup) {
+        h().unwrap();
+    }
+    let text = r.shared.metrics.render();
+    for name in ["prometheus", "whoami", "log"] {
+        let s = format!(
+            r#"coredns_plugin_enabled{{server="dns://:1053",zone="example.org.",view="",name="{name}"}} 1"#
+        );
+        assert!(text.contains(&s), "missing {s} in\n{text}");
+    }
+    assert!(!text.contains(r#"name="health""#), "{text}");
+}
