@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
-use clusterdns_wire::{Class, Name, RData, Section};
+use clusterdns_wire::{Name, RData, Section};
 
 /// Registration of *whoami*.
 pub const DEF: PluginDef = PluginDef {
@@ -34,7 +34,8 @@ impl Plugin for Whoami {
     }
 
     fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
-        let qname = req.qname_lower();
+        // CoreDNS writes the query name as the client sent it (its case).
+        let qname = req.qname();
         let label: &[u8] = match req.proto {
             clusterdns_plugin::Proto::Udp => b"_udp",
             clusterdns_plugin::Proto::Tcp => b"_tcp",
@@ -50,7 +51,7 @@ impl Plugin for Whoami {
         };
         let root = Name::root();
         let mut ok = b
-            .push(Section::Additional, qname, Class::IN, 0, &ip)
+            .push(Section::Additional, qname, req.qclass(), 0, &ip)
             .is_ok();
         if let Some(srv_name) = &srv_name {
             let srv = RData::Srv {
@@ -60,7 +61,7 @@ impl Plugin for Whoami {
                 target: &root,
             };
             ok &= b
-                .push(Section::Additional, srv_name, Class::IN, 0, &srv)
+                .push(Section::Additional, srv_name, req.qclass(), 0, &srv)
                 .is_ok();
         }
         let _ = ok;

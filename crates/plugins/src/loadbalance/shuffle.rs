@@ -1,0 +1,325 @@
+//! Shuffling records of a finished reply in place, on the wire bytes.
+//!
+//! Records are not re-encoded: two records of the same kind and the same
+//! encoded length swap their bytes. That keeps every compression pointer
+//! valid provided (1) no pointer anywhere in the message points into a
+//! record that moves and (2) every pointer inside a moving record points
+//! before the first slot of its group (so it still points backwards after
+//! the move). A group that breaks either rule is left as it is. Nothing is
+//! allocated: the record table lives on the stack.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use clusterdns_wire::{HEADER_LEN, Rtype};
+
+/// Most records looked at; a larger reply is left unshuffled.
+pub(crate) const MAX_RECORDS: usize = 512;
+
+/// One record's place in the message.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    start: u16,
+    len: u16,
+    rdata: u16,
+    rtype: u16,
+    section: u8,
+    /// Some pointer in the message targets a byte of this record.
+    pointed: bool,
+    /// Smallest pointer target inside this record (0: none).
+    min_target: u16,
+}
+
+/// A subnet for `prefer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Subnet {
+    /// Network address.
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub prefix: u8,
+}
+
+impl Subnet {
+    /// Parses `ip/prefix` like Go's `net.ParseCIDR` (the error text is Go's).
+    pub(crate) fn parse(s: &str) -> Result<Subnet, String> {
+        let err = || format!("invalid CIDR address: {s}");
+        let (ip, len) = s.split_once('/').ok_or_else(err)?;
+        let addr: IpAddr = ip.parse().map_err(|_| err())?;
+        if len.is_empty() || !len.bytes().all(|b| b.is_ascii_digit()) || len.len() > 3 {
+            return Err(err());
+        }
+        let prefix: u8 = len.parse().map_err(|_| err())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        if prefix > max {
+            return Err(err());
+        }
+        Ok(Subnet { addr, prefix })
+    }
+
+    /// Whether `ip` is inside (an IPv4 net never contains an IPv6 address,
+    /// except an IPv4-mapped one, as Go).
+    pub(crate) fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+fn u16_at(buf: &[u8], off: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*buf.get(off)?, *buf.get(off + 1)?]))
+}
+
+/// Walks the name written at `off` (not following pointers): returns where
+/// it ends and the pointer it ends with, if any.
+fn scan_name(buf: &[u8], mut off: usize) -> Option<(usize, Option<u16>)> {
+    loop {
+        let len = *buf.get(off)?;
+        match len & 0xC0 {
+            0x00 if len == 0 => return Some((off + 1, None)),
+            0x00 => off += 1 + usize::from(len),
+            0xC0 => return Some((off + 2, Some(u16_at(buf, off)? & 0x3FFF))),
+            _ => return None,
+        }
+    }
+}
+
+/// Offsets (from the rdata start) of the names a record type carries and
+/// that may be compressed, and how many follow each other.
+fn rdata_names(rtype: Rtype) -> Option<(usize, usize)> {
+    match rtype.0 {
+        // NS, MD, MF, CNAME, MB, MG, MR, PTR, DNAME
+        2 | 3 | 4 | 5 | 7 | 8 | 9 | 12 | 39 => Some((0, 1)),
+        // SOA, MINFO, RP
+        6 | 14 | 17 => Some((0, 2)),
+        // MX, AFSDB, RT, KX
+        15 | 18 | 21 | 36 => Some((2, 1)),
+        // SRV
+        33 => Some((6, 1)),
+        _ => None,
+    }
+}
+
+/// What to do with the records of one reply.
+pub(crate) struct Plan<'a> {
+    /// Subnets preferred in the answer and additional sections.
+    pub prefer: &'a [Subnet],
+}
+
+/// Marks the slot containing offset `t` as pointed into.
+fn mark(slots: &mut [Slot], t: u16) {
+    let i = slots.partition_point(|s| s.start <= t);
+    if i > 0 {
+        let s = &mut slots[i - 1];
+        if u32::from(t) < u32::from(s.start) + u32::from(s.len) {
+            s.pointed = true;
+        }
+    }
+}
+
+fn note_target(slot: &mut Slot, t: u16) {
+    if slot.min_target == 0 || t < slot.min_target {
+        slot.min_target = t;
+    }
+}
+
+/// Fills `slots` with the layout of `buf`; returns how many records.
+fn layout(buf: &[u8], slots: &mut [Slot; MAX_RECORDS]) -> Option<usize> {
+    if buf.len() > usize::from(u16::MAX) {
+        return None;
+    }
+    let qd = u16_at(buf, 4)?;
+    let counts = [u16_at(buf, 6)?, u16_at(buf, 8)?, u16_at(buf, 10)?];
+    let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
+    if total > MAX_RECORDS {
+        return None;
+    }
+    let mut off = HEADER_LEN;
+    for _ in 0..qd {
+        off = scan_name(buf, off)?.0 + 4;
+    }
+    let mut n = 0;
+    for (section, &count) in counts.iter().enumerate() {
+        for _ in 0..count {
+            let start = off;
+            let (name_end, owner_ptr) = scan_name(buf, off)?;
+            let rtype = u16_at(buf, name_end)?;
+            let rdlen = usize::from(u16_at(buf, name_end + 8)?);
+            let rdata = name_end + 10;
+            let end = rdata + rdlen;
+            if end > buf.len() {
+                return None;
+            }
+            let mut slot = Slot {
+                start: start as u16,
+                len: (end - start) as u16,
+                rdata: rdata as u16,
+                rtype,
+                section: section as u8,
+                pointed: false,
+                min_target: 0,
+            };
+            let mut targets = [0u16; 3];
+            let mut nt = 0;
+            if let Some(t) = owner_ptr {
+                targets[nt] = t;
+                nt += 1;
+            }
+            if let Some((skip, names)) = rdata_names(Rtype(rtype)) {
+                let mut p = rdata + skip;
+                for _ in 0..names {
+                    let (e, t) = scan_name(buf, p)?;
+                    if e > end {
+                        return None;
+                    }
+                    if let Some(t) = t {
+                        targets[nt] = t;
+                        nt += 1;
+                    }
+                    p = e;
+                }
+            }
+            for &t in &targets[..nt] {
+                note_target(&mut slot, t);
+            }
+            slots[n] = slot;
+            n += 1;
+            for &t in &targets[..nt] {
+                mark(&mut slots[..n], t);
+            }
+            off = end;
+        }
+    }
+    Some(n)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Address,
+    Mx,
+}
+
+fn kind(rtype: u16) -> Option<Kind> {
+    match Rtype(rtype) {
+        Rtype::A | Rtype::AAAA => Some(Kind::Address),
+        Rtype::MX => Some(Kind::Mx),
+        _ => None,
+    }
+}
+
+/// Swaps the bytes of two equal-length, distinct slots.
+fn swap(buf: &mut [u8], a: Slot, b: Slot) {
+    let (a, b) = if a.start < b.start { (a, b) } else { (b, a) };
+    let len = usize::from(a.len);
+    let (lo, hi) = buf.split_at_mut(usize::from(b.start));
+    lo[usize::from(a.start)..usize::from(a.start) + len].swap_with_slice(&mut hi[..len]);
+}
+
+/// The address in an A/AAAA record.
+fn address(buf: &[u8], s: &Slot) -> Option<IpAddr> {
+    let r = usize::from(s.rdata);
+    let end = usize::from(s.start) + usize::from(s.len);
+    let data = buf.get(r..end)?;
+    match data.len() {
+        4 => Some(IpAddr::V4(Ipv4Addr::new(
+            data[0], data[1], data[2], data[3],
+        ))),
+        16 => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(data);
+            Some(IpAddr::V6(Ipv6Addr::from(o)))
+        }
+        _ => None,
+    }
+}
+
+/// Shuffles the A/AAAA records and the MX records of each section of the
+/// reply in `buf` among their own positions, then (with `prefer`) moves
+/// addresses in preferred subnets to the front of their group, in the
+/// order of the subnets. Returns how many groups were shuffled.
+pub(crate) fn shuffle(buf: &mut [u8], plan: &Plan<'_>) -> usize {
+    let mut slots = [Slot::default(); MAX_RECORDS];
+    let Some(n) = layout(buf, &mut slots) else {
+        return 0;
+    };
+    let mut done = [false; MAX_RECORDS];
+    let mut group = [0u16; MAX_RECORDS];
+    let mut shuffled = 0;
+    for i in 0..n {
+        let Some(k) = kind(slots[i].rtype) else {
+            continue;
+        };
+        if done[i] {
+            continue;
+        }
+        let (sec, len) = (slots[i].section, slots[i].len);
+        let mut g = 0;
+        let mut ok = true;
+        for j in i..n {
+            let s = &slots[j];
+            if done[j] || s.section != sec || s.len != len || kind(s.rtype) != Some(k) {
+                continue;
+            }
+            done[j] = true;
+            group[g] = j as u16;
+            g += 1;
+            ok &= !s.pointed && (s.min_target == 0 || s.min_target < slots[i].start);
+        }
+        if g < 2 || !ok {
+            continue;
+        }
+        let members = &group[..g];
+        // Fisher-Yates over the group's positions.
+        for a in (1..g).rev() {
+            let b = fastrand::usize(..=a);
+            if a != b {
+                swap(
+                    buf,
+                    slots[usize::from(members[a])],
+                    slots[usize::from(members[b])],
+                );
+            }
+        }
+        shuffled += 1;
+        if k == Kind::Address && sec != 1 && !plan.prefer.is_empty() {
+            prefer(buf, &slots, members, plan.prefer);
+        }
+    }
+    shuffled
+}
+
+/// Stable insertion sort of a shuffled address group by the index of the
+/// first preferred subnet containing each address.
+fn prefer(buf: &mut [u8], slots: &[Slot], members: &[u16], subnets: &[Subnet]) {
+    let rank = |buf: &[u8], i: u16| -> usize {
+        let s = &slots[usize::from(i)];
+        address(buf, s)
+            .and_then(|ip| subnets.iter().position(|n| n.contains(ip)))
+            .unwrap_or(subnets.len())
+    };
+    for a in 1..members.len() {
+        let mut b = a;
+        while b > 0 && rank(buf, members[b - 1]) > rank(buf, members[b]) {
+            swap(
+                buf,
+                slots[usize::from(members[b - 1])],
+                slots[usize::from(members[b])],
+            );
+            b -= 1;
+        }
+    }
+}
