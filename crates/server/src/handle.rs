@@ -44,17 +44,23 @@ const SUPPORTED_OPTIONS: &[u16] = &[1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12];
 enum Checked<'q> {
     Done(Handled),
     Chain(Query<'q>),
+    /// A class other than IN on a listener without chaos/forward:
+    /// REFUSED (checked before the EDNS version, as CoreDNS).
+    Refuse(Query<'q>),
 }
 
 /// Parses and checks a packet; writes the reply for anything that never
 /// reaches a chain.
-fn check<'q>(packet: &'q [u8], w: &mut ResponseWriter) -> Checked<'q> {
+fn check<'q>(mux: &Mux, packet: &'q [u8], w: &mut ResponseWriter) -> Checked<'q> {
     match Query::parse(packet) {
         Ok(q) => {
             let op = q.header().opcode();
             if op != Opcode::QUERY && op != Opcode::NOTIFY {
                 header_only_reply(packet, Rcode::NOTIMP, w);
                 return Checked::Done(Handled::Reply);
+            }
+            if q.qclass() != Class::IN && !mux.class_chaos() {
+                return Checked::Refuse(q);
             }
             if let Some(e) = q.edns()
                 && e.version != 0
@@ -107,11 +113,6 @@ fn route<'m>(
         refuse(q, w);
         return None;
     };
-    let class_ok = q.qclass() == Class::IN || chain.contains("chaos") || chain.contains("forward");
-    if !class_ok {
-        refuse(q, w);
-        return None;
-    }
     Some((zone, chain))
 }
 
@@ -124,9 +125,14 @@ fn refuse(q: &Query<'_>, w: &mut ResponseWriter) {
 /// The synchronous pass over one packet. On `Reply` the writer holds the
 /// scrubbed reply.
 pub(crate) fn serve_sync(mux: &Mux, packet: &[u8], meta: Meta, w: &mut ResponseWriter) -> Handled {
-    let q = match check(packet, w) {
+    let q = match check(mux, packet, w) {
         Checked::Done(Handled::Reply) => return finish_plain(packet, meta, w),
         Checked::Done(h) => return h,
+        Checked::Refuse(q) => {
+            refuse(&q, w);
+            scrub(&q, meta.proto, w);
+            return Handled::Reply;
+        }
         Checked::Chain(q) => q,
     };
     let Some((zone, chain)) = route(mux, &q, w) else {
@@ -158,9 +164,14 @@ pub(crate) async fn serve_async(
     meta: Meta,
     w: &mut ResponseWriter,
 ) -> Handled {
-    let q = match check(packet, w) {
+    let q = match check(mux, packet, w) {
         Checked::Done(Handled::Reply) => return finish_plain(packet, meta, w),
         Checked::Done(h) => return h,
+        Checked::Refuse(q) => {
+            refuse(&q, w);
+            scrub(&q, meta.proto, w);
+            return Handled::Reply;
+        }
         Checked::Chain(q) => q,
     };
     let Some((zone, chain)) = route(mux, &q, w) else {

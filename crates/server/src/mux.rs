@@ -12,6 +12,9 @@ pub struct Mux {
     /// Zones sorted by label count, longest first, so the first match is
     /// the longest.
     zones: Vec<(Name, Chain)>,
+    /// Some block on this listener loads a plugin that opens non-IN
+    /// classes (CoreDNS `EnableChaos`: chaos, forward, proxy).
+    class_chaos: bool,
 }
 
 impl Mux {
@@ -20,6 +23,7 @@ impl Mux {
         Self {
             label,
             zones: Vec::new(),
+            class_chaos: false,
         }
     }
 
@@ -28,6 +32,9 @@ impl Mux {
         if self.zones.iter().any(|(z, _)| z == &zone) {
             return false;
         }
+        self.class_chaos |= ["chaos", "forward", "proxy"]
+            .iter()
+            .any(|p| chain.contains(p));
         self.zones.push((zone, chain));
         self.zones
             .sort_by_key(|(z, _)| std::cmp::Reverse(z.label_count()));
@@ -42,6 +49,13 @@ impl Mux {
             .iter()
             .find(|(z, _)| qname_lower.ends_with(z))
             .map(|(z, c)| (z, c))
+    }
+
+    /// Whether queries of classes other than IN are served on this
+    /// listener (CoreDNS decides per listener, not per block).
+    #[inline]
+    pub fn class_chaos(&self) -> bool {
+        self.class_chaos
     }
 
     /// The zones, longest first.
