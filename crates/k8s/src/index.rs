@@ -13,11 +13,12 @@
 //! reference-counted pointers per object).
 
 use std::collections::HashMap as StdHashMap;
+use std::hash::BuildHasher as _;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -168,11 +169,70 @@ impl IndexedObject for core::Namespace {
     }
 }
 
+/// Pods by namespace and name, keyed by the pods themselves: no second copy of the key.
+#[derive(Default)]
+struct PodTable {
+    hasher: DefaultHashBuilder,
+    table: HashTable<Arc<Pod>>,
+}
+
+fn is_pod(p: &Pod, namespace: &str, name: &str) -> bool {
+    p.namespace.eq_ignore_ascii_case(namespace) && p.name.eq_ignore_ascii_case(name)
+}
+
+impl PodTable {
+    fn hash(&self, namespace: &str, name: &str) -> u64 {
+        self.hasher.hash_one(KeyRef { namespace, name })
+    }
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+        self.table
+            .find(self.hash(namespace, name), |p| is_pod(p, namespace, name))
+    }
+    fn insert(&mut self, pod: Arc<Pod>) -> Option<Arc<Pod>> {
+        let hash = self.hash(&pod.namespace, &pod.name);
+        let hasher = &self.hasher;
+        match self
+            .table
+            .find_mut(hash, |p| is_pod(p, &pod.namespace, &pod.name))
+        {
+            Some(slot) => Some(std::mem::replace(slot, pod)),
+            None => {
+                self.table.insert_unique(hash, pod, |p| {
+                    hasher.hash_one(KeyRef {
+                        namespace: &p.namespace,
+                        name: &p.name,
+                    })
+                });
+                None
+            }
+        }
+    }
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        let hash = self.hash(namespace, name);
+        let entry = self
+            .table
+            .find_entry(hash, |p| is_pod(p, namespace, name))
+            .ok()?;
+        Some(entry.remove().0)
+    }
+    fn keys(&self) -> impl Iterator<Item = ObjKey> + '_ {
+        self.table
+            .iter()
+            .map(|p| ObjKey::new(&p.namespace, &p.name))
+    }
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+    fn allocation_size(&self) -> usize {
+        self.table.allocation_size()
+    }
+}
+
 /// The index. See the module doc.
 pub struct Index {
     work: Snapshot,
     slices: HashMap<ObjKey, Arc<EndpointSlice>>,
-    pods: HashMap<ObjKey, Arc<Pod>>,
+    pods: PodTable,
     relists: StdHashMap<(Kind, Scope), HashSet<ObjKey>>,
     pending_sync: HashSet<(Kind, Scope)>,
     interner: Interner,
@@ -214,7 +274,7 @@ impl Index {
             snapshots: Snapshots::new(work.clone()),
             work,
             slices: HashMap::new(),
-            pods: HashMap::new(),
+            pods: PodTable::default(),
             relists: StdHashMap::new(),
             pending_sync: HashSet::new(),
             interner: Interner::default(),
@@ -341,7 +401,7 @@ impl Index {
                 }
             }
             Kind::Pod => {
-                let doomed: Vec<ObjKey> = self.pods.keys().filter(|k| gone(k)).cloned().collect();
+                let doomed: Vec<ObjKey> = self.pods.keys().filter(|k| gone(k)).collect();
                 for k in doomed {
                     self.delete_pod(&k.namespace, &k.name);
                 }
@@ -594,12 +654,15 @@ impl Index {
     }
 
     fn put_pod(&mut self, pod: Pod) {
-        let key = ObjKey::new(&pod.namespace, &pod.name);
-        if self.pods.get(&key).is_some_and(|old| **old == pod) {
+        if self
+            .pods
+            .get(&pod.namespace, &pod.name)
+            .is_some_and(|old| **old == pod)
+        {
             return;
         }
         let new = Arc::new(pod);
-        if let Some(old) = self.pods.insert(key, Arc::clone(&new)) {
+        if let Some(old) = self.pods.insert(Arc::clone(&new)) {
             self.unindex_pod(&old);
         }
         for ip in new.ips() {
@@ -636,7 +699,7 @@ impl Index {
 
     /// Removes pod `namespace/name`, if present.
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
-        if let Some(old) = self.pods.remove(&KeyRef { namespace, name }) {
+        if let Some(old) = self.pods.remove(namespace, name) {
             self.unindex_pod(&old);
             self.changed();
         }
