@@ -1,0 +1,1027 @@
+#!/usr/bin/env python3
+"""The benchmark suite behind scripts/bench (see BENCHMARKS.md).
+
+Every server under test runs pinned to CPU 1, dnsperf (and any upstream) to
+CPU 0, on loopback only. Per (scenario, server, run): start the server, warm
+it, (a) offer a fixed load (dnsperf -Q) and take the server's CPU time per
+answered query from /proc/PID/stat plus latency percentiles from dnsperf -v,
+(b) run dnsperf unthrottled for the maximum throughput, read VmRSS, stop the
+server. Medians over the runs. Servers that cannot run a scenario get a
+`skipped` row with the reason; no figure is ever invented."""
+
+import argparse
+import datetime
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dnsq  # noqa: E402
+import k8s  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+OUT = os.path.join(ROOT, "target", "bench")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SERVERS = ["clusterdns", "coredns", "unbound", "ceiling"]
+DNSPERF_SCENARIOS = ["hosts", "whoami", "cache-hit", "forward", "search-path", "cluster"]
+K8S_SCENARIOS = ["search-path", "cluster", "memory", "propagation", "startup"]
+ALL_SCENARIOS = ["hosts", "whoami", "cache-hit", "forward", "search-path", "cluster",
+                 "memory", "propagation", "startup"]
+SERVER_CPU = "1"
+CLIENT_CPU = "0"
+
+CLUSTERDNS = os.path.join(ROOT, "target", "release", "clusterdns")
+COREDNS = os.path.join(ROOT, ".rig", "bin", "coredns")
+CEILING = os.path.join(OUT, "ceiling")
+UNBOUND = "/usr/sbin/unbound"
+
+PROCS: list[subprocess.Popen] = []  # every process we started and have not reaped
+PIDFILE = os.path.join(OUT, "pids")
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def load_avg() -> str:
+    with open("/proc/loadavg", encoding="ascii") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def print_uptime() -> str:
+    up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    log(f"uptime: {up}")
+    return load_avg()
+
+
+def record_pids() -> None:
+    with open(PIDFILE, "w", encoding="ascii") as f:
+        for p in PROCS:
+            if p.poll() is None:
+                f.write(f"{p.pid}\n")
+
+
+def spawn(args: list[str], log_path: str, env: dict | None = None) -> subprocess.Popen:
+    lf = open(log_path, "ab")  # noqa: SIM115 - owned by the child
+    p = subprocess.Popen(args, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         env=env)
+    lf.close()
+    PROCS.append(p)
+    record_pids()
+    return p
+
+
+def stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+    if p in PROCS:
+        PROCS.remove(p)
+    record_pids()
+
+
+def stop_all() -> None:
+    for p in list(PROCS):
+        try:
+            stop(p)
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+
+
+def free_port() -> int:
+    """A port free for both UDP and TCP on 127.0.0.1 (small race accepted)."""
+    for _ in range(100):
+        port = random.randint(20000, 45000)
+        ok = True
+        for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+            s = socket.socket(socket.AF_INET, kind)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                ok = False
+            finally:
+                s.close()
+        if ok:
+            return port
+    raise RuntimeError("no free port")
+
+
+def cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return int(rest[11]) + int(rest[12])  # utime + stime (fields 14, 15)
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def pct(sorted_xs, q):
+    if not sorted_xs:
+        return None
+    i = min(len(sorted_xs) - 1, max(0, int(round(q * (len(sorted_xs) - 1)))))
+    return sorted_xs[i]
+
+
+# --------------------------------------------------------------------------
+# dnsperf
+# --------------------------------------------------------------------------
+
+def dnsperf(port: int, qfile: str, duration: int, qps: int | None = None, verbose: bool = False,
+            passes: int | None = None, clients: int = 32, outstanding: int = 500) -> dict:
+    args = ["taskset", "-c", CLIENT_CPU, "dnsperf", "-s", "127.0.0.1", "-p", str(port),
+            "-d", qfile, "-l", str(duration), "-c", str(clients), "-q", str(outstanding),
+            "-t", "2"]
+    if qps:
+        args += ["-Q", str(qps)]
+    if passes:
+        args += ["-n", str(passes)]
+    if verbose:
+        args.append("-v")
+    lat: list[float] = []
+    stats: dict = {"cmd": " ".join(args)}
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         bufsize=1 << 20)
+    PROCS.append(p)
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if line.startswith("> "):
+                parts = line.split()
+                if len(parts) >= 5 and parts[1] != "T":
+                    try:
+                        lat.append(float(parts[-1]))
+                    except ValueError:
+                        pass
+                continue
+            s = line.strip()
+            if s.startswith("Response codes:"):
+                stats["rcodes"] = s[len("Response codes:"):].strip()
+            for key, field in (("Queries sent:", "sent"), ("Queries completed:", "completed"),
+                               ("Queries lost:", "lost"), ("Run time (s):", "runtime"),
+                               ("Queries per second:", "qps")):
+                if s.startswith(key):
+                    v = s[len(key):].split()[0]
+                    stats[field] = float(v)
+        p.wait(duration + 60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        PROCS.remove(p)
+    if "completed" not in stats:
+        raise RuntimeError(f"dnsperf gave no statistics: {' '.join(args)}")
+    if lat:
+        lat.sort()
+        stats["p50_us"] = pct(lat, 0.50) * 1e6
+        stats["p99_us"] = pct(lat, 0.99) * 1e6
+    sent = stats.get("sent") or 0
+    stats["lost_pct"] = 100.0 * stats.get("lost", 0) / sent if sent else None
+    return stats
+
+
+# --------------------------------------------------------------------------
+# configurations
+# --------------------------------------------------------------------------
+
+class Ctx:
+    """Per-invocation settings and paths."""
+
+    def __init__(self, quick: bool, runs: int | None, duration: int | None):
+        self.quick = quick
+        self.runs = runs or (1 if quick else 3)
+        self.fixed_dur = duration or (5 if quick else 10)
+        self.max_dur = duration or (5 if quick else 10)
+        self.work = os.path.join(OUT, "work")
+        os.makedirs(self.work, exist_ok=True)
+        self.kubeconfig: str | None = None
+        self.k8s_ok_reason: str | None = None  # None = usable
+        self.upstream_port: int | None = None
+
+
+def write(path: str, text: str) -> str:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+UNBOUND_BASE = """server:
+    interface: 127.0.0.1
+    port: {port}
+    num-threads: 1
+    do-ip6: no
+    do-daemonize: no
+    chroot: ""
+    username: ""
+    directory: "{dir}"
+    pidfile: ""
+    use-syslog: no
+    logfile: ""
+    verbosity: 0
+    access-control: 127.0.0.0/8 allow
+    so-reuseport: yes
+    module-config: "iterator"
+    qname-minimisation: no
+    do-not-query-localhost: no
+    num-queries-per-thread: 4096
+    outgoing-range: 8192
+    minimal-responses: yes
+    rrset-roundrobin: no
+    prefetch: no
+"""
+
+
+def unbound_conf(ctx: Ctx, name: str, port: int, local: str = "", forward: int | None = None) -> str:
+    text = UNBOUND_BASE.format(port=port, dir=ctx.work) + local
+    if forward:
+        text += f'forward-zone:\n    name: "."\n    forward-addr: 127.0.0.1@{forward}\n'
+    return write(os.path.join(ctx.work, f"unbound-{name}.conf"), text)
+
+
+def upstream_conf(ctx: Ctx, port: int) -> str:
+    """The fast loopback upstream: answers every name under ext.bench. and
+    example.com. with one A record (local-zone redirect)."""
+    local = ('    local-zone: "ext.bench." redirect\n'
+             '    local-data: "ext.bench. 300 IN A 10.1.2.3"\n'
+             '    local-zone: "example.com." redirect\n'
+             '    local-data: "example.com. 300 IN A 10.1.2.4"\n')
+    return unbound_conf(ctx, "upstream", port, local)
+
+
+def k8s_block(ctx: Ctx) -> str:
+    return ("    kubernetes cluster.local in-addr.arpa ip6.arpa {\n"
+            f"        kubeconfig {ctx.kubeconfig} clusterdns-rig\n"
+            "        pods insecure\n"
+            "        fallthrough in-addr.arpa ip6.arpa\n"
+            "    }\n")
+
+
+class Scenario:
+    """What a dnsperf scenario needs: query files, server configs, a probe."""
+
+    name = ""
+    offered = 80000
+    needs_upstream = False
+    needs_k8s = False
+
+    def __init__(self, ctx: Ctx):
+        self.ctx = ctx
+        self.dir = os.path.join(ctx.work, self.name)
+        os.makedirs(self.dir, exist_ok=True)
+
+    def prepare(self) -> None:
+        """Writes query files."""
+
+    def corefile(self, port: int) -> str | None:
+        return None
+
+    def unbound_local(self) -> str | None:
+        """Unbound local-data text, or None when Unbound has no equivalent."""
+        return None
+
+    def unbound_forward(self) -> bool:
+        return False
+
+    probe = ("host0.hosts.bench", 1)
+    probe_needs_answer = True
+    fixed_file = ""
+    max_file = ""
+    warm_file = ""
+    warm_passes: int | None = None
+
+
+class Hosts(Scenario):
+    name = "hosts"
+    N = 1000
+
+    def prepare(self):
+        lines = [f"10.0.{i // 250}.{i % 250 + 1} host{i}.hosts.bench" for i in range(self.N)]
+        self.hosts = write(os.path.join(self.dir, "hosts"), "\n".join(lines) + "\n")
+        q = [f"host{i}.hosts.bench A" for i in range(self.N)]
+        random.Random(1).shuffle(q)
+        self.fixed_file = self.max_file = self.warm_file = write(
+            os.path.join(self.dir, "queries.txt"), "\n".join(q) + "\n")
+
+    def corefile(self, port):
+        return f".:{port} {{\n    hosts {self.hosts}\n}}\n"
+
+    def unbound_local(self):
+        out = ['    local-zone: "hosts.bench." static\n']
+        for i in range(self.N):
+            out.append(f'    local-data: "host{i}.hosts.bench. 3600 IN A 10.0.{i // 250}.{i % 250 + 1}"\n')
+        return "".join(out)
+
+
+class Whoami(Scenario):
+    """Not in the issue's list: the server's own path (parse, chain, build),
+    runnable before the data plugins exist."""
+
+    name = "whoami"
+    probe = ("probe.whoami.bench", 1)
+    probe_needs_answer = False
+
+    def prepare(self):
+        q = [f"w{i}.whoami.bench A" for i in range(1000)]
+        self.fixed_file = self.max_file = self.warm_file = write(
+            os.path.join(self.dir, "queries.txt"), "\n".join(q) + "\n")
+
+    def corefile(self, port):
+        return f".:{port} {{\n    whoami\n}}\n"
+
+
+class CacheHit(Scenario):
+    name = "cache-hit"
+    needs_upstream = True
+    probe = ("name0.ext.bench", 1)
+    warm_passes = 1
+
+    def prepare(self):
+        q = [f"name{i}.ext.bench A" for i in range(1000)]
+        random.Random(2).shuffle(q)
+        self.fixed_file = self.max_file = self.warm_file = write(
+            os.path.join(self.dir, "queries.txt"), "\n".join(q) + "\n")
+
+    def corefile(self, port):
+        return (f".:{port} {{\n    forward . 127.0.0.1:{self.ctx.upstream_port}\n"
+                "    cache 300\n}\n")
+
+    def unbound_local(self):
+        return ""
+
+    def unbound_forward(self):
+        return True
+
+
+class Forward(Scenario):
+    name = "forward"
+    offered = 10000
+    needs_upstream = True
+    probe = ("probe.ext.bench", 1)
+
+    def prepare(self):
+        ctx = self.ctx
+        # Unique names: each server process is fresh, and the fixed and the max
+        # phase use disjoint files sized so that dnsperf never wraps around.
+        nfix = int(self.offered * ctx.fixed_dur * 1.3) + 1000
+        nmax = 300000 * ctx.max_dur
+        self.fixed_file = write(os.path.join(self.dir, "fixed.txt"),
+                                "".join(f"f{i}.ext.bench A\n" for i in range(nfix)))
+        self.max_file = write(os.path.join(self.dir, "max.txt"),
+                              "".join(f"m{i}.ext.bench A\n" for i in range(nmax)))
+        self.warm_file = write(os.path.join(self.dir, "warm.txt"),
+                               "".join(f"w{i}.ext.bench A\n" for i in range(1000)))
+        self.warm_passes = 1
+
+    def corefile(self, port):
+        return f".:{port} {{\n    forward . 127.0.0.1:{self.ctx.upstream_port}\n}}\n"
+
+    def unbound_local(self):
+        return ""
+
+    def unbound_forward(self):
+        return True
+
+
+def cluster_unbound_local(n: int) -> str:
+    out = ['    local-zone: "cluster.local." static\n']
+    for i in range(n):
+        name = k8s.fqdn(i)
+        if k8s.headless(i):
+            for k in range(k8s.ENDPOINTS_PER_SVC):
+                out.append(f'    local-data: "{name}. 5 IN A {k8s.endpoint_ip(i, k)}"\n')
+        else:
+            out.append(f'    local-data: "{name}. 5 IN A {k8s.cluster_ip(i)}"\n')
+            out.append(f'    local-data-ptr: "{k8s.cluster_ip(i)} 5 {name}."\n')
+        out.append(f'    local-data: "_http._tcp.{name}. 5 IN SRV 0 100 80 {name}."\n')
+    return "".join(out)
+
+
+class Cluster(Scenario):
+    name = "cluster"
+    needs_k8s = True
+    N = 10000
+
+    @property
+    def probe(self):
+        return (k8s.fqdn(self.N - 1), 1)
+
+    def prepare(self):
+        rnd = random.Random(3)
+        q = []
+        for _ in range(20000):
+            i = rnd.randrange(self.N)
+            r = rnd.random()
+            name = k8s.fqdn(i)
+            if r < 0.40:
+                q.append(f"{name} A")
+            elif r < 0.50:
+                q.append(f"{name} AAAA")
+            elif r < 0.65:
+                q.append(f"_http._tcp.{name} SRV")
+            elif r < 0.80 and not k8s.headless(i):
+                a, b, c, d = k8s.cluster_ip(i).split(".")
+                q.append(f"{d}.{c}.{b}.{a}.in-addr.arpa PTR")
+            else:
+                q.append(f"nosuch-{i % 1000}.{k8s.ns_of(i)}.svc.cluster.local A")
+        self.fixed_file = self.max_file = self.warm_file = write(
+            os.path.join(self.dir, "queries.txt"), "\n".join(q) + "\n")
+
+    def corefile(self, port):
+        return f".:{port} {{\n{k8s_block(self.ctx)}}}\n"
+
+    def unbound_local(self):
+        return cluster_unbound_local(self.N)
+
+
+class SearchPath(Cluster):
+    """Pods in namespace bench-0 with the default ndots:5 resolv.conf: every
+    lookup walks bench-0.svc.cluster.local, svc.cluster.local, cluster.local,
+    then the name as given; A and AAAA for each."""
+
+    name = "search-path"
+    needs_upstream = True
+    SEARCH = ["bench-0.svc.cluster.local", "svc.cluster.local", "cluster.local"]
+
+    def prepare(self):
+        rnd = random.Random(4)
+        q = []
+        while len(q) < 20000:
+            r = rnd.random()
+            i = rnd.randrange(self.N)
+            if r < 0.3:
+                target, stop_at = f"svc-{i % 1000}", 0  # same namespace: first try hits
+            elif r < 0.6:
+                target, stop_at = f"{k8s.svc_name(i)}.{k8s.ns_of(i)}", 1 if k8s.ns_of(i) != "bench-0" else 0
+            else:
+                target, stop_at = f"www{i % 200}.example.com", 3  # external: all 3 miss
+            names = [f"{target}.{s}" for s in self.SEARCH][: stop_at + 1]
+            if stop_at == 3:
+                names = [f"{target}.{s}" for s in self.SEARCH] + [target]
+            for n in names:
+                q.append(f"{n} A")
+                q.append(f"{n} AAAA")
+        self.fixed_file = self.max_file = self.warm_file = write(
+            os.path.join(self.dir, "queries.txt"), "\n".join(q) + "\n")
+        self.warm_passes = 1
+
+    def corefile(self, port):
+        return (f".:{port} {{\n    errors\n{k8s_block(self.ctx)}"
+                f"    forward . 127.0.0.1:{self.ctx.upstream_port}\n    cache 30\n}}\n")
+
+    def unbound_forward(self):
+        return True
+
+
+SCENARIO_CLASSES = {c.name: c for c in (Hosts, Whoami, CacheHit, Forward, SearchPath, Cluster)}
+
+
+# --------------------------------------------------------------------------
+# servers
+# --------------------------------------------------------------------------
+
+def start_server(ctx: Ctx, server: str, sc: Scenario | None, port: int, corefile: str | None = None,
+                 tag: str = "") -> subprocess.Popen:
+    logp = os.path.join(ctx.work, f"{server}{tag}.log")
+    pin = ["taskset", "-c", SERVER_CPU]
+    if server in ("clusterdns", "coredns"):
+        cf = write(os.path.join(ctx.work, f"Corefile.{server}{tag}"), corefile or sc.corefile(port))
+        binary = CLUSTERDNS if server == "clusterdns" else COREDNS
+        return spawn(pin + [binary, "-conf", cf, "-quiet"], logp)
+    if server == "unbound":
+        local = sc.unbound_local()
+        conf = unbound_conf(ctx, sc.name, port, local or "",
+                            ctx.upstream_port if sc.unbound_forward() else None)
+        return spawn(pin + [UNBOUND, "-d", "-c", conf], logp)
+    if server == "ceiling":
+        return spawn(pin + [CEILING, str(port)], logp)
+    raise ValueError(server)
+
+
+def wait_up(p: subprocess.Popen, port: int, probe, need_answer: bool, secs: float = 30) -> str | None:
+    """None when the server answers the probe; else the reason it is not usable."""
+    end = time.monotonic() + secs
+    last = None
+    while time.monotonic() < end:
+        if p.poll() is not None:
+            return f"exited with status {p.returncode}"
+        r = dnsq.ask(port, probe[0], probe[1], timeout=0.3)
+        if r is not None:
+            last = r
+            if not need_answer or (r[1] == 0 and r[2] > 0):
+                return None
+        time.sleep(0.1)
+    if last is not None:
+        return f"probe {probe[0]} answered rcode {last[1]} with {last[2]} answers"
+    return f"no answer to {probe[0]} within {secs:.0f}s"
+
+
+def last_log_line(ctx: Ctx, server: str, tag: str = "") -> str:
+    try:
+        with open(os.path.join(ctx.work, f"{server}{tag}.log"), encoding="utf-8", errors="replace") as f:
+            lines = [x.strip() for x in f if x.strip()]
+        return lines[-1][:300] if lines else ""
+    except OSError:
+        return ""
+
+
+def availability(ctx: Ctx, server: str, sc: Scenario | None) -> str | None:
+    """None if SERVER can run scenario SC, else why not."""
+    if server == "clusterdns" and not os.access(CLUSTERDNS, os.X_OK):
+        return f"{CLUSTERDNS} missing (cargo build --release -p clusterdns failed?)"
+    if server == "coredns" and not os.access(COREDNS, os.X_OK):
+        return f"{COREDNS} missing: run scripts/rig build"
+    if server == "unbound" and not os.access(UNBOUND, os.X_OK):
+        return "unbound not installed"
+    if server == "ceiling" and not os.access(CEILING, os.X_OK):
+        return "ceiling responder not built"
+    if sc is None:
+        return None
+    if sc.needs_k8s and server in ("clusterdns", "coredns") and ctx.k8s_ok_reason:
+        return ctx.k8s_ok_reason
+    if server == "unbound" and sc.unbound_local() is None:
+        return "no Unbound equivalent"
+    if server in ("clusterdns", "coredns"):
+        # Trial run: a Corefile naming a plugin that is missing or a
+        # placeholder is rejected at start-up.
+        port = free_port()
+        tag = f".trial-{sc.name}"
+        p = start_server(ctx, server, sc, port, tag=tag)
+        try:
+            why = wait_up(p, port, sc.probe, sc.probe_needs_answer, secs=60 if sc.needs_k8s else 15)
+        finally:
+            stop(p)
+        if why:
+            return f"{why}: {last_log_line(ctx, server, tag)}".rstrip(": ")
+    return None
+
+
+# --------------------------------------------------------------------------
+# measuring
+# --------------------------------------------------------------------------
+
+def measure_once(ctx: Ctx, sc: Scenario, server: str) -> dict:
+    port = free_port()
+    load = print_uptime()
+    p = start_server(ctx, server, sc, port)
+    try:
+        why = wait_up(p, port, sc.probe, sc.probe_needs_answer and server != "ceiling")
+        if why:
+            raise RuntimeError(f"{server} not serving {sc.name}: {why}: {last_log_line(ctx, server)}")
+        dnsperf(port, sc.warm_file, 2 if sc.warm_passes is None else 30, qps=20000,
+                passes=sc.warm_passes)
+        t0 = cpu_ticks(p.pid)
+        fixed = dnsperf(port, sc.fixed_file, ctx.fixed_dur, qps=sc.offered, verbose=True)
+        t1 = cpu_ticks(p.pid)
+        mx = dnsperf(port, sc.max_file, ctx.max_dur)
+        rss = rss_mib(p.pid)
+        if p.poll() is not None:
+            raise RuntimeError(f"{server} died during the run: {last_log_line(ctx, server)}")
+    finally:
+        stop(p)
+    done = fixed.get("completed") or 0
+    cpu_us = (t1 - t0) * 1e6 / CLK_TCK / done if done else None
+    r = {"load1": load, "qps": mx.get("qps"), "cpu_us_per_query": cpu_us,
+         "p50_us": fixed.get("p50_us"), "p99_us": fixed.get("p99_us"), "rss_mib": rss,
+         "fixed_qps": fixed.get("qps"), "fixed_lost_pct": fixed.get("lost_pct"),
+         "max_lost_pct": mx.get("lost_pct"), "cpu_ticks": t1 - t0,
+         "fixed_rcodes": fixed.get("rcodes"), "max_rcodes": mx.get("rcodes"),
+         "fixed_cmd": fixed["cmd"], "max_cmd": mx["cmd"]}
+    log(f"  {sc.name}/{server}: max {fmt(r['qps'], 0)} q/s, {fmt(cpu_us, 2)} us/q at "
+        f"{fmt(r['fixed_qps'], 0)} q/s, p50 {fmt(r['p50_us'], 0)} us, p99 {fmt(r['p99_us'], 0)} us, "
+        f"RSS {fmt(rss, 1)} MiB, lost {fmt(r['fixed_lost_pct'], 2)}%/{fmt(r['max_lost_pct'], 2)}%")
+    return r
+
+
+def fmt(x, nd):
+    if x is None:
+        return "-"
+    return f"{x:,.{nd}f}"
+
+
+def row(scenario: str, server: str, **kw) -> dict:
+    base = {"kind": "result", "scenario": scenario, "server": server, "status": "ok",
+            "reason": None, "qps": None, "cpu_us_per_query": None, "p50_us": None,
+            "p99_us": None, "rss_mib": None}
+    base.update(kw)
+    return base
+
+
+def skipped(scenario: str, server: str, reason: str) -> dict:
+    log(f"  {scenario}/{server}: skipped: {reason}")
+    return row(scenario, server, status="skipped", reason=reason)
+
+
+def run_dnsperf_scenario(ctx: Ctx, name: str) -> list[dict]:
+    log(f"== scenario {name}")
+    sc = SCENARIO_CLASSES[name](ctx)
+    if sc.needs_k8s and ctx.kubeconfig is None and ctx.k8s_ok_reason:
+        pass  # rows for clusterdns/coredns become skipped below
+    sc.prepare()
+    up = None
+    rows: list[dict] = []
+    try:
+        if sc.needs_upstream:
+            ctx.upstream_port = free_port()
+            up = spawn(["taskset", "-c", CLIENT_CPU, UNBOUND, "-d", "-c",
+                        upstream_conf(ctx, ctx.upstream_port)],
+                       os.path.join(ctx.work, "unbound-upstream.log"))
+            why = wait_up(up, ctx.upstream_port, ("probe.ext.bench", 1), True)
+            if why:
+                raise RuntimeError(f"upstream unbound: {why}")
+        usable = []
+        for s in SERVERS:
+            why = availability(ctx, s, sc)
+            if why:
+                rows.append(skipped(name, s, why))
+            else:
+                usable.append(s)
+        runs: dict[str, list[dict]] = {s: [] for s in usable}
+        errors: dict[str, str] = {}
+        for n in range(ctx.runs):
+            log(f"-- {name}: run {n + 1}/{ctx.runs}")
+            for s in usable:
+                if s in errors:
+                    continue
+                try:
+                    runs[s].append(measure_once(ctx, sc, s))
+                except RuntimeError as e:
+                    errors[s] = str(e)
+                    log(f"  {name}/{s}: failed: {e}")
+        for s in usable:
+            rs = runs[s]
+            if not rs:
+                rows.append(row(name, s, status="failed", reason=errors.get(s)))
+                continue
+            agg = {k: median([r[k] for r in rs]) for k in
+                   ("qps", "cpu_us_per_query", "p50_us", "p99_us", "rss_mib", "fixed_qps",
+                    "fixed_lost_pct", "max_lost_pct")}
+            rows.append(row(name, s, offered_qps=sc.offered, runs=len(rs),
+                            load1=[r["load1"] for r in rs], per_run=rs,
+                            reason=errors.get(s), **agg))
+    finally:
+        if up is not None:
+            stop(up)
+    rows.sort(key=lambda r: SERVERS.index(r["server"]))
+    return rows
+
+
+# --------------------------------------------------------------------------
+# kubernetes: private rig, memory, startup, propagation
+# --------------------------------------------------------------------------
+
+class Rig:
+    """A private rig (own RIG_DIR and ports) so the shared one is untouched."""
+
+    def __init__(self, ctx: Ctx):
+        self.dir = os.path.join(OUT, "rig")
+        self.env = dict(os.environ, RIG_DIR=self.dir, RIG_KCM="0",
+                        RIG_ETCD_PORT=str(free_port()), RIG_ETCD_PEER_PORT=str(free_port()),
+                        RIG_APISERVER_PORT=str(free_port()), RIG_KCM_PORT=str(free_port()))
+        self.up_done = False
+
+    def up(self) -> None:
+        src = os.path.join(ROOT, ".rig", "bin")
+        need = ["etcd", "kube-apiserver", "kubectl", "coredns"]
+        missing = [b for b in need if not os.access(os.path.join(src, b), os.X_OK)]
+        if missing:
+            raise RuntimeError(f"rig binaries missing ({', '.join(missing)}): run scripts/rig build")
+        os.makedirs(os.path.join(self.dir, "bin"), exist_ok=True)
+        for b in need:
+            dst = os.path.join(self.dir, "bin", b)
+            if os.path.lexists(dst):
+                os.remove(dst)
+            os.symlink(os.path.realpath(os.path.join(src, b)), dst)
+        self.down()  # stale run data from an interrupted run
+        log(f"starting a private rig in {self.dir}")
+        self.up_done = True
+        r = subprocess.run([os.path.join(ROOT, "scripts", "rig"), "up"], env=self.env,
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(f"scripts/rig up failed: {r.stderr.strip().splitlines()[-1:]}")
+
+    def down(self) -> None:
+        if os.path.isdir(os.path.join(self.dir, "run")):
+            subprocess.run([os.path.join(ROOT, "scripts", "rig"), "down"], env=self.env,
+                           capture_output=True, text=True, timeout=120)
+
+    @property
+    def kubeconfig(self) -> str:
+        return os.path.join(self.dir, "kubeconfig")
+
+
+def k8s_servers(ctx: Ctx) -> tuple[list[str], list[dict], dict[str, str]]:
+    """Which of clusterdns/coredns can serve the kubernetes plugin now."""
+    ok, why = [], {}
+    for s in ("clusterdns", "coredns"):
+        w = ctx.k8s_ok_reason or availability(ctx, s, None)
+        if not w:
+            port = free_port()
+            cf = f".:{port} {{\n{k8s_block(ctx)}}}\n"
+            tag = ".trial-k8s"
+            p = start_server(ctx, s, None, port, corefile=cf, tag=tag)
+            try:
+                w = wait_up(p, port, ("kubernetes.default.svc.cluster.local", 1), True, secs=60)
+            finally:
+                stop(p)
+            if w:
+                w = f"kubernetes plugin trial: {w}: {last_log_line(ctx, s, tag)}"
+        if w:
+            why[s] = w
+        else:
+            ok.append(s)
+    return ok, [], why
+
+
+def measure_memory(ctx: Ctx, servers: list[str], label: str, last: int) -> list[dict]:
+    rows = []
+    for s in servers:
+        vals = []
+        for _ in range(ctx.runs):
+            port = free_port()
+            p = start_server(ctx, s, None, port, corefile=f".:{port} {{\n{k8s_block(ctx)}}}\n",
+                             tag=".memory")
+            try:
+                ok = dnsq.wait_answer(port, k8s.fqdn(last), 120, interval=0.05)
+                if ok is None:
+                    break
+                time.sleep(2)
+                vals.append(rss_mib(p.pid))
+            finally:
+                stop(p)
+        rows.append(row(f"memory-{label}", s, rss_mib=median(vals), runs=len(vals),
+                        per_run=vals, status="ok" if vals else "failed",
+                        reason=None if vals else f"{k8s.fqdn(last)} never answered"))
+        log(f"  memory-{label}/{s}: RSS {fmt(median(vals), 1)} MiB")
+    return rows
+
+
+def measure_startup(ctx: Ctx, servers: list[str], last: int) -> list[dict]:
+    rows = []
+    for s in servers:
+        ready_ms, answer_ms = [], []
+        for _ in range(ctx.runs):
+            port, rport = free_port(), free_port()
+            cf = f".:{port} {{\n{k8s_block(ctx)}    ready 127.0.0.1:{rport}\n}}\n"
+            t0 = time.monotonic()
+            p = start_server(ctx, s, None, port, corefile=cf, tag=".startup")
+            r_at = a_at = None
+            try:
+                while time.monotonic() - t0 < 120 and (r_at is None or a_at is None):
+                    if p.poll() is not None:
+                        break
+                    if r_at is None:
+                        try:
+                            with urllib.request.urlopen(f"http://127.0.0.1:{rport}/ready", timeout=0.2) as resp:
+                                if resp.status == 200:
+                                    r_at = time.monotonic()
+                        except OSError:
+                            pass
+                    if a_at is None:
+                        r = dnsq.ask(port, k8s.fqdn(last), 1, timeout=0.05)
+                        if r and r[1] == 0 and r[2] > 0:
+                            a_at = time.monotonic()
+                    time.sleep(0.005)
+            finally:
+                stop(p)
+            ready_ms.append((r_at - t0) * 1000 if r_at else None)
+            answer_ms.append((a_at - t0) * 1000 if a_at else None)
+        rows.append(row("startup", s, startup_ms=median(ready_ms), first_answer_ms=median(answer_ms),
+                        per_run={"ready_ms": ready_ms, "first_answer_ms": answer_ms},
+                        status="ok" if median(ready_ms) or median(answer_ms) else "failed",
+                        reason=None if median(ready_ms) else "ready never returned 200"))
+        log(f"  startup/{s}: ready {fmt(median(ready_ms), 0)} ms, last Service answered "
+            f"{fmt(median(answer_ms), 0)} ms after exec")
+    return rows
+
+
+def measure_propagation(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
+    changes = 50 if ctx.quick else 200
+    procs, ports = [], {}
+    try:
+        for s in servers:
+            port = free_port()
+            p = start_server(ctx, s, None, port, corefile=f".:{port} {{\n{k8s_block(ctx)}}}\n",
+                             tag=".propagation")
+            procs.append(p)
+            if dnsq.wait_answer(port, "kubernetes.default.svc.cluster.local", 60) is None:
+                raise RuntimeError(f"{s} not answering for propagation")
+            ports[s] = port
+        res = k8s.propagation(api, ports, changes)
+    finally:
+        for p in procs:
+            stop(p)
+    rows = []
+    for s, ds in res.items():
+        seen = sorted(d for d in ds if d is not None)
+        missed = len(ds) - len(seen)
+        rows.append(row("propagation", s, p50_us=pct(seen, 0.5) * 1000 if seen else None,
+                        p99_us=pct(seen, 0.99) * 1000 if seen else None,
+                        p50_ms=pct(seen, 0.5), p99_ms=pct(seen, 0.99), changes=len(ds),
+                        missed=missed, reason=f"{missed} changes not seen within 10 s" if missed else None))
+        log(f"  propagation/{s}: p50 {fmt(pct(seen, 0.5), 1)} ms, p99 {fmt(pct(seen, 0.99), 1)} ms "
+            f"over {len(ds)} changes, {missed} missed")
+    return rows
+
+
+# --------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------
+
+RATIO_KEYS = ("qps", "cpu_us_per_query", "p50_us", "p99_us", "rss_mib")
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    out = []
+    by = {(r["scenario"], r["server"]): r for r in rows if r.get("kind") == "result"}
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        mine = by.get((sc, "clusterdns"))
+        for other in ("coredns", "unbound", "ceiling"):
+            theirs = by.get((sc, other))
+            entry = {"kind": "ratio", "scenario": sc, "server": f"clusterdns/{other}"}
+            for k in RATIO_KEYS:
+                a = mine.get(k) if mine else None
+                b = theirs.get(k) if theirs else None
+                entry[k] = a / b if (a is not None and b) else None
+            out.append(entry)
+    return out
+
+
+def markdown(rows: list[dict], rats: list[dict]) -> str:
+    lines = ["| scenario | server | max q/s | CPU µs/query @ offered | p50 µs | p99 µs | RSS MiB | note |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        note = ""
+        if r["status"] != "ok":
+            note = f"{r['status']}: {r.get('reason') or ''}"
+        else:
+            bits = []
+            if r.get("offered_qps"):
+                bits.append(f"offered {r['offered_qps']:,}/s, got {fmt(r.get('fixed_qps'), 0)}/s")
+            if r.get("fixed_lost_pct") is not None:
+                bits.append(f"lost {r['fixed_lost_pct']:.2f}% / max {fmt(r.get('max_lost_pct'), 2)}%")
+            if r.get("startup_ms") is not None or r.get("first_answer_ms") is not None:
+                bits.append(f"ready {fmt(r.get('startup_ms'), 0)} ms, last Service answered "
+                            f"{fmt(r.get('first_answer_ms'), 0)} ms")
+            if r.get("p50_ms") is not None:
+                bits.append(f"propagation over {r.get('changes')} changes")
+            if r.get("reason"):
+                bits.append(str(r["reason"]))
+            note = "; ".join(bits)
+        note = note.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {r['scenario']} | {r['server']} | {fmt(r.get('qps'), 0)} | "
+                     f"{fmt(r.get('cpu_us_per_query'), 2)} | {fmt(r.get('p50_us'), 0)} | "
+                     f"{fmt(r.get('p99_us'), 0)} | {fmt(r.get('rss_mib'), 1)} | {note} |")
+    useful = [x for x in rats if any(x[k] is not None for k in RATIO_KEYS)]
+    if useful:
+        lines += ["", "| scenario | ratio | max q/s | CPU/query | p50 | p99 | RSS |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for x in useful:
+            lines.append(f"| {x['scenario']} | {x['server']} | " +
+                         " | ".join(fmt(x[k], 2) for k in RATIO_KEYS) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> dict:
+    model = ""
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    def ver(args):
+        try:
+            return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.splitlines()[0].strip()
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return None
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "nproc": os.cpu_count(), "cpu_model": model, "kernel": os.uname().release,
+            "load_at_start": load_avg(),
+            "clusterdns": ver([CLUSTERDNS, "-version"]), "coredns": ver([COREDNS, "-version"]),
+            "unbound": ver([UNBOUND, "-V"]), "dnsperf": ver(["dnsperf", "-h"]) and "dnsperf 2.x"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="scripts/bench")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scenario", action="append", choices=ALL_SCENARIOS)
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--duration", type=int, help="seconds per dnsperf phase")
+    args = ap.parse_args()
+    ctx = Ctx(args.quick, args.runs, args.duration)
+    chosen = args.scenario or ALL_SCENARIOS
+    meta = machine()
+    meta["quick"] = ctx.quick
+    meta["runs"] = ctx.runs
+    log(f"machine: {meta['nproc']} CPUs, {meta['cpu_model']}, kernel {meta['kernel']}, "
+        f"load {meta['load_at_start']}")
+    rows: list[dict] = []
+    rig = None
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for name in [n for n in chosen if n in DNSPERF_SCENARIOS and n not in K8S_SCENARIOS]:
+            rows += run_dnsperf_scenario(ctx, name)
+        k8s_chosen = [n for n in chosen if n in K8S_SCENARIOS]
+        if k8s_chosen:
+            log("== kubernetes scenarios: " + ", ".join(k8s_chosen))
+            try:
+                rig = Rig(ctx)
+                rig.up()
+                ctx.kubeconfig = rig.kubeconfig
+                api = k8s.Api(rig.kubeconfig)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+                ctx.k8s_ok_reason = f"no rig: {e}"
+                api = None
+            servers, _, why = k8s_servers(ctx)
+            for s, w in why.items():
+                log(f"  kubernetes/{s}: unusable: {w}")
+            if api is not None and servers:
+                secs = k8s.load(api, 0, 1000)
+                log(f"loaded 1000 Services + EndpointSlices in {secs:.1f}s")
+            if "memory" in k8s_chosen:
+                if api is not None and servers:
+                    rows += measure_memory(ctx, servers, "1k-svc", 999)
+            if api is not None and servers:
+                secs = k8s.load(api, 1000, 10000)
+                log(f"loaded 9000 more Services + EndpointSlices in {secs:.1f}s")
+            if "memory" in k8s_chosen:
+                if api is not None and servers:
+                    rows += measure_memory(ctx, servers, "10k-svc", 9999)
+                for s, w in why.items():
+                    rows.append(skipped("memory-1k-svc", s, w))
+                    rows.append(skipped("memory-10k-svc", s, w))
+                for label in ("10k-pods", "100k-pods"):
+                    for s in ("clusterdns", "coredns"):
+                        rows.append(skipped(f"memory-{label}", s,
+                                            "pods verified points not in the suite yet (the rig has "
+                                            "no kubelet: pod IPs must be patched into status)"))
+            if "startup" in k8s_chosen:
+                if api is not None and servers:
+                    rows += measure_startup(ctx, servers, 9999)
+                for s, w in why.items():
+                    rows.append(skipped("startup", s, w))
+            for name in ("cluster", "search-path"):
+                if name in k8s_chosen:
+                    rows += run_dnsperf_scenario(ctx, name)
+            if "propagation" in k8s_chosen:
+                if api is not None and servers:
+                    rows += measure_propagation(ctx, servers, api)
+                for s, w in why.items():
+                    rows.append(skipped("propagation", s, w))
+    except KeyboardInterrupt:
+        log("interrupted: stopping every server started")
+        stop_all()
+        if rig is not None and rig.up_done:
+            rig.down()
+        return 130
+    finally:
+        stop_all()
+        if rig is not None and rig.up_done:
+            rig.down()
+    order = {sc: i for i, sc in enumerate(dict.fromkeys(r["scenario"] for r in rows))}
+    rows.sort(key=lambda r: (order[r["scenario"]], SERVERS.index(r["server"])))
+    rats = ratios(rows)
+    meta["load_at_end"] = load_avg()
+    with open(os.path.join(OUT, "report.json"), "w", encoding="utf-8") as f:
+        json.dump(rows + rats, f, indent=1)
+    with open(os.path.join(OUT, "meta.json"), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+    md = markdown(rows, rats)
+    with open(os.path.join(OUT, "report.md"), "w", encoding="utf-8") as f:
+        f.write(f"{meta['date']}, {meta['nproc']} CPUs ({meta['cpu_model']}), load at start "
+                f"{meta['load_at_start']}, at end {meta['load_at_end']}; runs {ctx.runs}"
+                f"{' (--quick)' if ctx.quick else ''}\n\n{md}\n")
+    print(md)
+    log(f"wrote {os.path.join(OUT, 'report.json')} and report.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

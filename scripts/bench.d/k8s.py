@@ -1,0 +1,189 @@
+"""Kubernetes side of the benchmark (stdlib only): the deterministic data set
+(Services with fixed ClusterIPs, EndpointSlices), a parallel loader that talks
+to the rig's API server directly, and the propagation measurement.
+
+Data set: Service i (0 <= i < 10000) is svc-(i%1000) in namespace
+bench-(i//1000); every 10th (i%10 == 9) is headless; every Service has one
+EndpointSlice with 5 ready endpoints (50k endpoints for 10k Services)."""
+
+import base64
+import http.client
+import json
+import ssl
+import threading
+import time
+
+PER_NS = 1000
+ENDPOINTS_PER_SVC = 5
+
+
+def ns_of(i: int) -> str:
+    return f"bench-{i // PER_NS}"
+
+
+def svc_name(i: int) -> str:
+    return f"svc-{i % PER_NS}"
+
+
+def headless(i: int) -> bool:
+    return i % 10 == 9
+
+
+def cluster_ip(i: int) -> str:
+    return f"10.96.{10 + i // 250}.{i % 250 + 1}"
+
+
+def endpoint_ip(i: int, k: int) -> str:
+    idx = i * ENDPOINTS_PER_SVC + k
+    return f"10.244.{idx // 250}.{idx % 250 + 1}"
+
+
+def fqdn(i: int) -> str:
+    return f"{svc_name(i)}.{ns_of(i)}.svc.cluster.local"
+
+
+def service_obj(i: int) -> dict:
+    spec = {"ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+            "type": "ClusterIP"}
+    spec["clusterIP"] = "None" if headless(i) else cluster_ip(i)
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": svc_name(i), "namespace": ns_of(i)}, "spec": spec}
+
+
+def slice_obj(i: int) -> dict:
+    return {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": f"{svc_name(i)}-bench", "namespace": ns_of(i),
+                     "labels": {"kubernetes.io/service-name": svc_name(i)}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [endpoint_ip(i, k)], "conditions": {"ready": True}}
+                      for k in range(ENDPOINTS_PER_SVC)],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+    }
+
+
+class Api:
+    """Minimal client for the rig's kube-apiserver (token + CA from the kubeconfig)."""
+
+    def __init__(self, kubeconfig: str):
+        server = ca = token = None
+        with open(kubeconfig, encoding="utf-8") as f:
+            for line in f:
+                s = line.strip()
+                if s.startswith("server:"):
+                    server = s.split(":", 1)[1].strip()
+                elif s.startswith("certificate-authority-data:"):
+                    ca = base64.b64decode(s.split(":", 1)[1].strip()).decode()
+                elif s.startswith("token:"):
+                    token = s.split(":", 1)[1].strip()
+        if not (server and ca and token):
+            raise RuntimeError(f"cannot read server/CA/token from {kubeconfig}")
+        hostport = server.split("://", 1)[1].rstrip("/")
+        self.host, port = hostport.rsplit(":", 1)
+        self.port = int(port)
+        self.ctx = ssl.create_default_context(cadata=ca)
+        self.token = token
+        self.local = threading.local()
+
+    def _conn(self) -> http.client.HTTPSConnection:
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=30)
+            self.local.conn = c
+        return c
+
+    def request(self, method: str, path: str, body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in range(3):
+            c = self._conn()
+            try:
+                c.request(method, path, body=data, headers=headers)
+                r = c.getresponse()
+                payload = r.read()
+                return r.status, payload
+            except (OSError, http.client.HTTPException):
+                self.local.conn = None
+                c.close()
+                if attempt == 2:
+                    raise
+                time.sleep(0.2)
+        raise RuntimeError("unreachable")
+
+    def create(self, path: str, obj: dict) -> None:
+        st, payload = self.request("POST", path, obj)
+        if st not in (200, 201, 409):  # 409: already there (re-run on a kept rig)
+            raise RuntimeError(f"POST {path}: HTTP {st}: {payload[:300]!r}")
+
+
+def ensure_namespace(api: Api, ns: str) -> None:
+    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": ns}})
+
+
+def load(api: Api, start: int, end: int, threads: int = 8) -> float:
+    """Creates Services and EndpointSlices start..end; returns seconds taken."""
+    t0 = time.monotonic()
+    for n in sorted({ns_of(i) for i in range(start, end)}):
+        ensure_namespace(api, n)
+    errors: list[str] = []
+    lock = threading.Lock()
+    nxt = [start]
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= end or errors:
+                return
+            try:
+                api.create(f"/api/v1/namespaces/{ns_of(i)}/services", service_obj(i))
+                api.create(f"/apis/discovery.k8s.io/v1/namespaces/{ns_of(i)}/endpointslices",
+                           slice_obj(i))
+            except Exception as e:  # noqa: BLE001 - reported below
+                with lock:
+                    errors.append(str(e))
+                return
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise RuntimeError(f"loading services failed: {errors[0]}")
+    return time.monotonic() - t0
+
+
+def propagation(api: Api, ports: dict[str, int], changes: int, timeout_s: float = 10.0):
+    """Creates CHANGES Services one by one in namespace bench-prop; after each
+    POST returns, polls every server in PORTS (name -> DNS port) until the new
+    name resolves to its ClusterIP. Returns name -> list of delays in ms
+    (None for a change never seen within TIMEOUT_S)."""
+    import dnsq
+
+    ensure_namespace(api, "bench-prop")
+    out: dict[str, list] = {k: [] for k in ports}
+    for k in range(changes):
+        name = f"prop-{k}-{int(time.time())}"
+        ip = f"10.96.{200 + k // 250}.{k % 250 + 1}"
+        obj = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "bench-prop"},
+               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80}]}}
+        api.create("/api/v1/namespaces/bench-prop/services", obj)
+        t0 = time.monotonic()
+        fq = f"{name}.bench-prop.svc.cluster.local"
+        pending = dict(ports)
+        while pending and time.monotonic() - t0 < timeout_s:
+            for srv, port in list(pending.items()):
+                r = dnsq.ask(port, fq, 1, timeout=0.05)
+                if r and r[1] == 0 and ip in r[3]:
+                    out[srv].append((time.monotonic() - t0) * 1000)
+                    del pending[srv]
+            time.sleep(0.0005)
+        for srv in pending:
+            out[srv].append(None)
+    return out
