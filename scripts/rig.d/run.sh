@@ -112,7 +112,7 @@ gen_certs() {
     [[ -f $c/apiserver.crt && -f $c/sa.key && -f $c/ca.crt ]] && return 0
     mkdir -p "$c"
     (
-        cd "$c"
+        cd "$c" || exit 1
         umask 077
         openssl ecparam -name prime256v1 -genkey -noout -out ca.key 2>/dev/null
         openssl req -x509 -new -key ca.key -subj "/CN=clusterdns-rig-ca" -days 3650 -out ca.crt \
