@@ -763,6 +763,94 @@ mod tests {
         assert_eq!(extra_port_names(t), vec!["PORT_READY", "PORT_HEALTH"]);
     }
 
+    fn rr(text: &str) -> Rr {
+        let f: Vec<&str> = text.splitn(5, ' ').collect();
+        Rr {
+            name: f[0].into(),
+            ttl: f[1].parse().unwrap(),
+            class: f[2].into(),
+            rtype: f[3].into(),
+            rdata: f[4].into(),
+        }
+    }
+
+    fn response(answer: &[&str], authority: &[&str]) -> Outcome {
+        Outcome::Response(crate::dns::Response {
+            id: 1,
+            opcode: 0,
+            flags: crate::dns::Flags {
+                qr: true,
+                aa: true,
+                rd: true,
+                ..Default::default()
+            },
+            rcode: 0,
+            question: vec!["a. IN A".into()],
+            answer: answer.iter().map(|t| rr(t)).collect(),
+            authority: authority.iter().map(|t| rr(t)).collect(),
+            additional: Vec::new(),
+            edns: None,
+            size: 100,
+        })
+    }
+
+    #[test]
+    fn order_and_soa_serial_do_not_count() {
+        let a = response(
+            &["a. 5 IN A 10.0.0.1", "a. 5 IN A 10.0.0.2"],
+            &["a. 5 IN SOA ns.a. h.a. 111 7200 1800 86400 5"],
+        );
+        let b = response(
+            &["a. 5 IN A 10.0.0.2", "a. 5 IN A 10.0.0.1"],
+            &["a. 5 IN SOA ns.a. h.a. 222 7200 1800 86400 5"],
+        );
+        assert_eq!(compare(&a, &b, TtlMode::Exact), Vec::new());
+    }
+
+    #[test]
+    fn ttl_records_flags_and_outcomes_are_reported() {
+        let a = response(&["a. 5 IN A 10.0.0.1", "a. 5 IN A 10.0.0.2"], &[]);
+        let b = response(&["a. 30 IN A 10.0.0.1", "a. 5 IN A 10.0.0.3"], &[]);
+        let d = compare(&a, &b, TtlMode::Exact);
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(d.contains(&Difference::Ttl {
+            section: Section::Answer,
+            record: "a. IN A 10.0.0.1".into(),
+            reference: 5,
+            candidate: 30,
+        }));
+        assert!(d.contains(&Difference::OnlyInReference {
+            section: Section::Answer,
+            record: rr("a. 5 IN A 10.0.0.2"),
+        }));
+        assert!(d.contains(&Difference::OnlyInCandidate {
+            section: Section::Answer,
+            record: rr("a. 5 IN A 10.0.0.3"),
+        }));
+        assert_eq!(compare(&a, &b, TtlMode::Within(25)).len(), 2);
+
+        let Outcome::Response(mut r) = a.clone() else {
+            unreachable!()
+        };
+        r.flags.aa = false;
+        r.rcode = 3;
+        let d = compare(&a, &Outcome::Response(r), TtlMode::Exact);
+        assert!(d.contains(&Difference::Rcode {
+            reference: "NOERROR".into(),
+            candidate: "NXDOMAIN".into(),
+        }));
+        assert!(d.contains(&Difference::Flag {
+            flag: "aa",
+            reference: true,
+            candidate: false,
+        }));
+        assert!(matches!(
+            compare(&a, &Outcome::Timeout, TtlMode::Exact)[..],
+            [Difference::Outcome { .. }]
+        ));
+        assert!(compare(&Outcome::Timeout, &Outcome::Timeout, TtlMode::Exact).is_empty());
+    }
+
     #[test]
     fn render_replaces_all() {
         let vars = vec![

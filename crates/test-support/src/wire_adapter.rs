@@ -7,10 +7,8 @@ use crate::dns::{Flags, Query, Response, ResponseEdns, Rr};
 
 pub(crate) fn build_query(q: &Query) -> Result<Vec<u8>, String> {
     let name = Name::from_ascii(&q.name).map_err(|e| format!("bad name {:?}: {e}", q.name))?;
-    let qtype =
-        Rtype::from_mnemonic(&q.qtype).ok_or_else(|| format!("unknown type {:?}", q.qtype))?;
-    let qclass =
-        Class::from_mnemonic(&q.qclass).ok_or_else(|| format!("unknown class {:?}", q.qclass))?;
+    let qtype: Rtype = (q.qtype.parse()).map_err(|_| format!("unknown type {:?}", q.qtype))?;
+    let qclass: Class = (q.qclass.parse()).map_err(|_| format!("unknown class {:?}", q.qclass))?;
     let mut flags = 0;
     for (on, bit) in [(q.rd, FLAG_RD), (q.cd, FLAG_CD), (q.ad, FLAG_AD)] {
         if on {
@@ -132,5 +130,16 @@ mod tests {
         assert_eq!(e.udp_size, 1232);
         assert!(!e.dnssec_ok);
         assert!(parsed.answer.is_empty());
+    }
+
+    #[test]
+    fn numeric_types_and_classes() {
+        let q = Query::new("x.", "TYPE65").class("CLASS3");
+        let m = Message::parse(&build_query(&q).unwrap())
+            .unwrap()
+            .question()
+            .unwrap();
+        assert_eq!((m.1.0, m.2.0), (65, 3));
+        assert!(build_query(&Query::new("x.", "NOPE")).is_err());
     }
 }
