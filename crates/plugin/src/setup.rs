@@ -165,6 +165,27 @@ pub struct SetupCtx<'a> {
     /// `bind`, it gives the listeners' `server` metric labels.
     pub dns_port: u16,
     plugins: Vec<Arc<dyn Plugin>>,
+    tails: Vec<(usize, ChainTail)>,
+}
+
+/// The plugins that follow one plugin in its block's chain, filled in
+/// when the chain is built. A plugin that must re-run the rest of the
+/// chain in the background (the cache's prefetch and serve_stale
+/// refreshes) keeps one; see [`SetupCtx::bind_tail`].
+#[derive(Clone, Default)]
+pub struct ChainTail(Arc<std::sync::OnceLock<crate::Chain>>);
+
+impl ChainTail {
+    /// The plugins after the bound position, once the chain is built.
+    pub fn get(&self) -> Option<&crate::Chain> {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Debug for ChainTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ChainTail").field(&self.0.get()).finish()
+    }
 }
 
 impl std::fmt::Debug for SetupCtx<'_> {
@@ -192,7 +213,14 @@ impl<'a> SetupCtx<'a> {
             bind: Vec::new(),
             dns_port: 53,
             plugins: Vec::new(),
+            tails: Vec::new(),
         }
+    }
+
+    /// Fills `tail`, when the chain is built, with the handlers added
+    /// after this call (call it right after adding your own handler).
+    pub fn bind_tail(&mut self, tail: &ChainTail) {
+        self.tails.push((self.plugins.len(), tail.clone()));
     }
 
     /// Every zone of the block's keys (lowercase FQDN), without
@@ -243,6 +271,10 @@ impl<'a> SetupCtx<'a> {
 
     /// Takes the handlers added so far.
     pub fn take_plugins(&mut self) -> Vec<Arc<dyn Plugin>> {
+        for (at, tail) in self.tails.drain(..) {
+            let rest = self.plugins.get(at..).unwrap_or(&[]).to_vec();
+            let _ = tail.0.set(crate::Chain::new(rest));
+        }
         std::mem::take(&mut self.plugins)
     }
 }

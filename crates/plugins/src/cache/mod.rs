@@ -1,15 +1,530 @@
-//! *cache*: not implemented yet. Using it in a Corefile is a configuration
-//! error, so no Corefile silently loses a plugin.
+#![doc = include_str!("README.md")]
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{PluginDef, SetupCtx};
+mod metrics;
+mod setup;
+mod store;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use clusterdns_plugin::{ChainTail, Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter};
+use clusterdns_wire::{Message, Name, Query, Rcode, Rtype};
+
+use metrics::{Handles, Metrics};
+use store::{Entry, QUESTION, Store, key};
 
 /// Registration of *cache*.
 pub const DEF: PluginDef = PluginDef {
     name: "cache",
-    setup,
+    setup: setup::setup,
 };
 
-fn setup(_ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    Err(dirs[0].err("plugin not implemented yet"))
+/// Milliseconds on a monotonic clock; tests substitute their own.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The current time in milliseconds since an arbitrary start.
+    fn now_ms(&self) -> u64;
 }
+
+/// The process's monotonic clock.
+#[derive(Debug)]
+pub struct MonotonicClock(Instant);
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self(Instant::now())
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The cache's settings, CoreDNS's defaults in [`Config::default`].
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub zones: Vec<Name>,
+    pub pcap: usize,
+    pub ncap: usize,
+    pub pttl: u32,
+    pub minpttl: u32,
+    pub nttl: u32,
+    pub minnttl: u32,
+    pub failttl: u32,
+    pub prefetch: u32,
+    pub prefetch_window_ms: u64,
+    pub percentage: u32,
+    pub stale_s: u32,
+    pub stale_ttl: u32,
+    pub verify: bool,
+    pub keepttl: bool,
+    pub pexcept: Vec<Name>,
+    pub nexcept: Vec<Name>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            zones: vec![Name::root()],
+            pcap: 10_000,
+            ncap: 10_000,
+            pttl: 3600,
+            minpttl: 5,
+            nttl: 1800,
+            minnttl: 5,
+            failttl: 5,
+            prefetch: 0,
+            prefetch_window_ms: 60_000,
+            percentage: 10,
+            stale_s: 0,
+            stale_ttl: 0,
+            verify: false,
+            keepttl: false,
+            pexcept: Vec::new(),
+            nexcept: Vec::new(),
+        }
+    }
+}
+
+/// How CoreDNS classifies a reply (`response.Typify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    NoError,
+    NameError,
+    NoData,
+    Delegation,
+    ServerError,
+    Meta,
+    Update,
+    OtherError,
+}
+
+struct Inner {
+    cfg: Config,
+    pos: Store,
+    neg: Store,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
+    tail: ChainTail,
+    rt: OnceLock<tokio::runtime::Handle>,
+}
+
+/// The *cache* handler.
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("cfg", &self.inner.cfg)
+            .field("pos", &self.inner.pos)
+            .field("neg", &self.inner.neg)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a hit looked like, for the counters.
+struct Hit {
+    denial: bool,
+    stale: bool,
+    refresh: Option<Arc<Entry>>,
+}
+
+fn matches_any(zones: &[Name], name: &Name) -> bool {
+    zones.iter().any(|z| name.ends_with(z))
+}
+
+/// CoreDNS `computeTTL`: raised to the minimum, then capped at the
+/// maximum (so `cache 1` gives 1s even with the default minimum of 5s).
+fn clamp(ttl: u32, min: u32, max: u32) -> u32 {
+    ttl.max(min).min(max)
+}
+
+fn typify(m: &Message<'_>) -> Kind {
+    let h = m.header();
+    match h.opcode().0 {
+        5 => return Kind::Update,
+        4 => return Kind::Meta,
+        _ => {}
+    }
+    if let Some((_, qtype, _)) = m.question()
+        && (qtype == Rtype::AXFR || qtype == Rtype::IXFR)
+    {
+        return Kind::Meta;
+    }
+    let rcode = h.rcode_low();
+    if h.ancount > 0 && rcode == 0 {
+        return Kind::NoError;
+    }
+    let mut soa = false;
+    let mut ns = 0;
+    for r in m.section(clusterdns_wire::Section::Authority) {
+        if r.rtype == Rtype::SOA {
+            soa = true;
+        } else if r.rtype == Rtype::NS {
+            ns += 1;
+        }
+    }
+    match rcode {
+        0 if soa => Kind::NoData,
+        3 if soa => Kind::NameError,
+        2 => Kind::ServerError,
+        0 if ns > 0 => Kind::Delegation,
+        0 => Kind::NoError,
+        _ => Kind::OtherError,
+    }
+}
+
+/// CoreDNS `dnsutil.MinimalTTL`.
+fn minimal_ttl(m: &Message<'_>, kind: Kind) -> u32 {
+    const DEFAULT: u32 = 5;
+    if !matches!(kind, Kind::NoError | Kind::NameError | Kind::NoData) {
+        return DEFAULT;
+    }
+    let h = m.header();
+    let only_opt = h.arcount == 0 || (h.arcount == 1 && m.opt().is_some());
+    if h.ancount == 0 && h.nscount == 0 && only_opt {
+        return DEFAULT;
+    }
+    m.records()
+        .filter(|r| r.rtype != Rtype::OPT)
+        .fold(3600, |min, r| min.min(r.ttl))
+}
+
+impl Inner {
+    fn in_zone(&self, name: &Name) -> bool {
+        matches_any(&self.cfg.zones, name)
+    }
+
+    /// An entry usable at `now`: fresh, or stale within `serve_stale`.
+    fn usable(&self, e: &Entry, q: &Query<'_>, now: u64) -> Option<i64> {
+        if !e.matches(q.qname_lower(), q.qtype(), q.qclass()) {
+            return None;
+        }
+        let ttl = e.ttl(now);
+        (ttl > 0 || (self.cfg.stale_s > 0 && -ttl < i64::from(self.cfg.stale_s))).then_some(ttl)
+    }
+
+    fn key_of(q: &Query<'_>) -> u64 {
+        key(
+            q.qname_lower(),
+            q.qtype(),
+            q.qclass(),
+            q.do_bit(),
+            q.header().cd(),
+        )
+    }
+
+    /// Copies the entry into the writer: the client's ID, question (its
+    /// case) and flags, the entry's rcode, RA and AD, and the TTL.
+    fn write_hit(&self, e: &Entry, ttl: i64, q: &Query<'_>, w: &mut ResponseWriter) {
+        let buf = w.buffer_mut();
+        buf.clear();
+        buf.extend_from_slice(&e.msg);
+        let qh = q.header();
+        let ef = u16::from_be_bytes([buf[2], buf[3]]);
+        let ad = if q.do_bit() || qh.ad() {
+            ef & 0x0020
+        } else {
+            0
+        };
+        let flags = 0x8000
+            | (qh.flags & 0x7800)
+            | 0x0400
+            | (qh.flags & 0x0100)
+            | (ef & 0x0080)
+            | ad
+            | (qh.flags & 0x0010)
+            | (ef & 0x000f);
+        buf[0..2].copy_from_slice(&q.id().to_be_bytes());
+        buf[2..4].copy_from_slice(&flags.to_be_bytes());
+        let qb = q.question_bytes();
+        if qb.len() == e.question_len()
+            && let Some(dst) = buf.get_mut(QUESTION..QUESTION + qb.len())
+        {
+            dst.copy_from_slice(qb);
+        }
+        if self.cfg.keepttl {
+            return;
+        }
+        let out = if ttl > 0 {
+            u32::try_from(ttl).unwrap_or(0)
+        } else {
+            self.cfg.stale_ttl
+        };
+        let bytes = out.to_be_bytes();
+        for &o in e.ttl_offs.iter() {
+            let o = o as usize;
+            if let Some(dst) = buf.get_mut(o..o + 4) {
+                dst.copy_from_slice(&bytes);
+            }
+        }
+    }
+
+    /// Counts a hit for prefetch and says whether to refresh now.
+    fn should_prefetch(&self, e: &Entry, ttl: i64, now: u64) -> bool {
+        if self.cfg.prefetch == 0 {
+            return false;
+        }
+        let start = e.window_ms.load(Ordering::Relaxed);
+        let hits = if now.saturating_sub(start) > self.cfg.prefetch_window_ms {
+            e.window_ms.store(now, Ordering::Relaxed);
+            e.hits.store(1, Ordering::Relaxed);
+            1
+        } else {
+            e.hits.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+        };
+        let threshold = (u64::from(self.cfg.percentage) * u64::from(e.orig_ttl)).div_ceil(100);
+        hits >= self.cfg.prefetch && ttl <= i64::try_from(threshold).unwrap_or(i64::MAX)
+    }
+
+    /// The hit path: answers from an entry if one is usable.
+    fn lookup(&self, q: &Query<'_>, w: &mut ResponseWriter, now: u64) -> Option<Hit> {
+        let k = Self::key_of(q);
+        let pos_valid = || {
+            self.pos
+                .with(k, |e| self.usable(e, q, now).filter(|t| *t > 0))
+                .is_some()
+        };
+        let serve = |e: &Arc<Entry>, denial: bool, w: &mut ResponseWriter| -> Option<Hit> {
+            let ttl = self.usable(e, q, now)?;
+            if denial && e.servfail && pos_valid() {
+                return None;
+            }
+            let stale = ttl <= 0;
+            if stale && self.cfg.verify {
+                // verify: ask upstream first; the response hook falls back.
+                return None;
+            }
+            self.write_hit(e, ttl, q, w);
+            let refresh = if stale || self.should_prefetch(e, ttl, now) {
+                Some(e.clone())
+            } else {
+                None
+            };
+            Some(Hit {
+                denial,
+                stale,
+                refresh,
+            })
+        };
+        if let Some(h) = self.neg.with(k, |e| serve(e, true, w)) {
+            return Some(h);
+        }
+        self.pos.with(k, |e| serve(e, false, w))
+    }
+
+    /// Stores a reply (CoreDNS `ResponseWriter.WriteMsg`). Unless this
+    /// is a background refresh, the reply in `buf` gets the cached TTL
+    /// on every record, loses its OPT (the server mirrors the client's)
+    /// and its AD bit unless the client set DO or AD.
+    fn store(&self, q: &Query<'_>, buf: &mut Vec<u8>, h: &Handles, refresh: bool) {
+        let Ok(m) = Message::parse(buf) else {
+            return;
+        };
+        let hdr = m.header();
+        let kind = typify(&m);
+        let msg_ttl = minimal_ttl(&m, kind);
+        let duration = match kind {
+            Kind::NameError | Kind::NoData => clamp(msg_ttl, self.cfg.minnttl, self.cfg.nttl),
+            Kind::ServerError => self.cfg.failttl,
+            _ => clamp(msg_ttl, self.cfg.minpttl, self.cfg.pttl),
+        };
+        let cacheable = !hdr.tc() && !matches!(kind, Kind::OtherError | Kind::Meta | Kind::Update);
+        if cacheable && duration > 0 {
+            let same_question = hdr.qdcount == 1
+                && m.question()
+                    .is_some_and(|(n, t, _)| n.eq_ignore_case(q.qname_lower()) && t == q.qtype());
+            if same_question {
+                self.set(q, &m, kind, duration, h, refresh);
+            } else {
+                h.drops.inc();
+            }
+        }
+        if refresh {
+            return;
+        }
+        let mut offs: Vec<usize> = Vec::new();
+        let mut opt_at: Option<usize> = None;
+        for r in m.records() {
+            if r.rtype == Rtype::OPT {
+                if r.rdata.end == m.len() {
+                    opt_at = r.ttl_offset.checked_sub(5);
+                }
+            } else {
+                offs.push(r.ttl_offset);
+            }
+        }
+        let bytes = duration.to_be_bytes();
+        for o in offs {
+            if let Some(dst) = buf.get_mut(o..o + 4) {
+                dst.copy_from_slice(&bytes);
+            }
+        }
+        if let Some(at) = opt_at {
+            buf.truncate(at);
+            let ar = hdr.arcount.saturating_sub(1);
+            buf[10..12].copy_from_slice(&ar.to_be_bytes());
+        }
+        if !q.do_bit() && !q.header().ad() {
+            buf[3] &= !0x20;
+        }
+    }
+
+    fn set(
+        &self,
+        q: &Query<'_>,
+        m: &Message<'_>,
+        kind: Kind,
+        ttl: u32,
+        h: &Handles,
+        refresh: bool,
+    ) {
+        let name = q.qname_lower();
+        let positive = matches!(kind, Kind::NoError | Kind::Delegation);
+        let except = if positive {
+            &self.cfg.pexcept
+        } else {
+            &self.cfg.nexcept
+        };
+        if matches_any(except, name) {
+            return;
+        }
+        let Some(e) = Entry::build(m.as_bytes(), ttl, self.clock.now_ms()) else {
+            return;
+        };
+        let k = Self::key_of(q);
+        if positive {
+            if self.pos.insert(k, e) {
+                h.evict_success.inc();
+            }
+            if refresh {
+                self.neg.remove(k);
+            }
+        } else if self.neg.insert(k, e) {
+            h.evict_denial.inc();
+        }
+        h.entries_success.set(self.pos.len() as f64);
+        h.entries_denial.set(self.neg.len() as f64);
+    }
+
+    /// Re-runs the rest of the chain for this query in the background and
+    /// stores the reply (prefetch, serve_stale). One refresh per entry.
+    fn refresh(self: &Arc<Self>, req: &Request<'_>, e: Arc<Entry>, h: &Handles) {
+        if e.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (Some(rt), Some(_)) = (self.rt.get(), self.tail.get()) else {
+            e.refreshing.store(false, Ordering::Release);
+            return;
+        };
+        h.prefetch.inc();
+        let inner = self.clone();
+        let packet = req.query.raw().to_vec();
+        let (client, local, proto, zone) = (req.client, req.local, req.proto, *req.zone);
+        let server = req.server.to_string();
+        rt.spawn(async move {
+            if let (Ok(q), Some(tail)) = (Query::parse(&packet), inner.tail.get()) {
+                let r = Request {
+                    query: &q,
+                    client,
+                    local,
+                    proto,
+                    zone: &zone,
+                    server: &server,
+                    received: Instant::now(),
+                };
+                let mut w = ResponseWriter::new();
+                let outcome = tail.run_async(&r, &mut w).await;
+                if outcome.error.is_none() {
+                    inner
+                        .metrics
+                        .with(&server, |h| inner.store(&q, w.buffer_mut(), h, true));
+                }
+            }
+            e.refreshing.store(false, Ordering::Release);
+        });
+    }
+
+    /// serve_stale verify: the refresh failed, so answer from the stale
+    /// entry if there is one.
+    fn verify_fallback(&self, q: &Query<'_>, w: &mut ResponseWriter, h: &Handles) -> bool {
+        let now = self.clock.now_ms();
+        let k = Self::key_of(q);
+        let fallback = |e: &Arc<Entry>, w: &mut ResponseWriter| {
+            let ttl = self.usable(e, q, now)?;
+            self.write_hit(e, ttl, q, w);
+            Some(())
+        };
+        let served = self.neg.with(k, |e| fallback(e, w)).is_some()
+            || self.pos.with(k, |e| fallback(e, w)).is_some();
+        if served {
+            h.served_stale.inc();
+        }
+        served
+    }
+}
+
+impl Plugin for Cache {
+    fn name(&self) -> &'static str {
+        "cache"
+    }
+
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        let inner = &self.inner;
+        if !inner.in_zone(req.qname_lower()) {
+            return Flow::Next;
+        }
+        let now = inner.clock.now_ms();
+        let Some(hit) = inner.lookup(req.query, w, now) else {
+            // Counted in `response`, which runs once per query (this
+            // handler may run twice when a later plugin defers).
+            return Flow::Next;
+        };
+        inner.metrics.with(req.server, |h| {
+            h.requests.inc();
+            if hit.denial {
+                h.hits_denial.inc();
+            } else {
+                h.hits_success.inc();
+            }
+            if hit.stale {
+                h.served_stale.inc();
+            }
+            if let Some(e) = hit.refresh {
+                inner.refresh(req, e, h);
+            }
+        });
+        Flow::Answered
+    }
+
+    fn response(&self, req: &Request<'_>, w: &mut ResponseWriter, outcome: &Outcome) {
+        let inner = &self.inner;
+        if !inner.in_zone(req.qname_lower()) {
+            return;
+        }
+        inner.metrics.with(req.server, |h| {
+            h.requests.inc();
+            h.misses.inc();
+            let failed =
+                outcome.error.is_some() || !matches!(w.rcode(), Rcode::NOERROR | Rcode::NXDOMAIN);
+            if inner.cfg.verify
+                && inner.cfg.stale_s > 0
+                && failed
+                && inner.verify_fallback(req.query, w, h)
+            {
+                return;
+            }
+            if outcome.error.is_some() {
+                return;
+            }
+            inner.store(req.query, w.buffer_mut(), h, false);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,15 +1,376 @@
-//! *forward*: not implemented yet. Using it in a Corefile is a configuration
-//! error, so no Corefile silently loses a plugin.
+#![doc = include_str!("README.md")]
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{PluginDef, SetupCtx};
+mod duration;
+mod metrics;
+mod proxy;
+mod setup;
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clusterdns_plugin::{
+    BoxFuture, Flow, Plugin, PluginDef, PluginError, Proto, Request, ResponseWriter,
+};
+use clusterdns_wire::{HEADER_LEN, Header, Message, Name, Rcode};
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+pub(crate) use duration::parse_duration;
+use metrics::Metrics;
+use proxy::{ConnectError, Proxy, Transport};
 
 /// Registration of *forward*.
 pub const DEF: PluginDef = PluginDef {
     name: "forward",
-    setup,
+    setup: setup::setup,
 };
 
-fn setup(_ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    Err(dirs[0].err("plugin not implemented yet"))
+/// Overall deadline of one query (CoreDNS `defaultTimeout`).
+const DEADLINE: Duration = Duration::from_secs(5);
+
+/// The order in which upstreams are tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// Shuffled per query (the default).
+    Random,
+    /// Rotating start.
+    RoundRobin,
+    /// Configuration order.
+    Sequential,
+}
+
+/// Per-query settings of one `forward`.
+#[derive(Debug, Clone)]
+pub(crate) struct Opts {
+    pub force_tcp: bool,
+    pub prefer_udp: bool,
+    pub max_fails: u32,
+    pub max_concurrent: usize,
+    pub max_connect_attempts: u32,
+    pub next: Vec<Rcode>,
+    pub next_on_nodata: bool,
+    pub failover: Vec<Rcode>,
+    pub failfast: bool,
+    pub policy: Policy,
+}
+
+/// What a coalesced query hands to the queries waiting on it.
+type Shared = Result<Arc<[u8]>, String>;
+
+/// The *forward* handler.
+pub struct Forward {
+    from: Name,
+    except: Vec<Name>,
+    proxies: Vec<Arc<Proxy>>,
+    opts: Opts,
+    /// Whether the next plugin in the chain is another `forward`
+    /// (the only case `next` and `next_on_nodata` hand a query on).
+    next_is_forward: bool,
+    inflight: AtomicUsize,
+    rr: AtomicUsize,
+    waiting: Mutex<HashMap<Vec<u8>, Vec<oneshot::Sender<Shared>>>>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward")
+            .field("from", &self.from.to_string())
+            .field("proxies", &self.proxies)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decrements the in-flight count when a query ends, however it ends.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Removes a coalescing entry when its leader finishes or is dropped.
+struct Leader<'a> {
+    f: &'a Forward,
+    key: Vec<u8>,
+}
+
+impl Leader<'_> {
+    fn finish(self, r: &Shared) {
+        let waiters = self.f.waiting.lock().remove(&self.key).unwrap_or_default();
+        for tx in waiters {
+            let _ = tx.send(r.clone());
+        }
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        // Dropped without finishing: the waiters see a closed channel.
+        self.f.waiting.lock().remove(&self.key);
+    }
+}
+
+impl Forward {
+    /// Whether the query is for this forward: under FROM and not under
+    /// an `except` name (FROM itself is never excepted).
+    fn matches(&self, qname: &Name) -> bool {
+        if !qname.ends_with(&self.from) {
+            return false;
+        }
+        if qname.eq_ignore_case(&self.from) {
+            return true;
+        }
+        !self.except.iter().any(|e| qname.ends_with(e))
+    }
+
+    /// The upstreams in the order this query tries them.
+    fn list(&self) -> Vec<usize> {
+        let n = self.proxies.len();
+        let mut v: Vec<usize> = (0..n).collect();
+        match self.opts.policy {
+            Policy::Random => fastrand::shuffle(&mut v),
+            Policy::RoundRobin => {
+                let start = self.rr.fetch_add(1, Ordering::Relaxed) % n.max(1);
+                v.rotate_left(start);
+            }
+            Policy::Sequential => {}
+        }
+        v
+    }
+
+    fn transport(&self, client: Proto) -> Transport {
+        if self.opts.force_tcp {
+            Transport::Tcp
+        } else if self.opts.prefer_udp {
+            Transport::Udp
+        } else {
+            match client {
+                Proto::Udp => Transport::Udp,
+                Proto::Tcp => Transport::Tcp,
+            }
+        }
+    }
+
+    /// The upstream exchange with retries, failover and health checks
+    /// (CoreDNS `Forward.ServeDNS`'s loop).
+    async fn resolve(&self, query: &[u8], client: Proto) -> Result<Vec<u8>, io::Error> {
+        let deadline = Instant::now() + DEADLINE;
+        let list = self.list();
+        let n = list.len();
+        let mut i = 0;
+        let mut fails = 0;
+        let mut attempts = 0u32;
+        let mut failovers = 0;
+        let mut last_err: Option<io::Error> = None;
+        let mut last_reply: Option<Vec<u8>> = None;
+        while Instant::now() < deadline
+            && (self.opts.max_connect_attempts == 0 || attempts < self.opts.max_connect_attempts)
+        {
+            if i >= n {
+                i = 0;
+                fails = 0;
+            }
+            let mut proxy = &self.proxies[list[i]];
+            i += 1;
+            if proxy.down(self.opts.max_fails) {
+                fails += 1;
+                if fails < n {
+                    continue;
+                }
+                self.metrics.broken.inc();
+                if self.opts.failfast {
+                    break;
+                }
+                proxy = &self.proxies[fastrand::usize(..n)];
+            }
+            let mut t = self.transport(client);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let res = loop {
+                let r = tokio::time::timeout(left, proxy.connect(query, t)).await;
+                match r {
+                    Err(_) => {
+                        break Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("read {}: i/o timeout", proxy.addr),
+                        ));
+                    }
+                    Ok(Err(ConnectError::CachedClosed)) => continue,
+                    Ok(Err(ConnectError::Io(e))) => break Err(e),
+                    Ok(Ok(reply)) => {
+                        let tc = Header::parse(&reply).is_ok_and(|h| h.tc());
+                        if tc && t == Transport::Udp && self.opts.prefer_udp {
+                            t = Transport::Tcp;
+                            continue;
+                        }
+                        break Ok(reply);
+                    }
+                }
+            };
+            attempts += 1;
+            match res {
+                Err(e) => {
+                    if self.opts.max_fails != 0 {
+                        proxy.healthcheck();
+                    }
+                    last_err = Some(e);
+                    continue;
+                }
+                Ok(reply) => {
+                    let rcode = Header::parse(&reply)
+                        .map_or(Rcode::SERVFAIL, |h| Rcode(u16::from(h.rcode_low())));
+                    if self.opts.failover.contains(&rcode) && failovers + 1 < n {
+                        failovers += 1;
+                        last_reply = Some(reply);
+                        continue;
+                    }
+                    return Ok(reply);
+                }
+            }
+        }
+        if let Some(r) = last_reply {
+            return Ok(r);
+        }
+        Err(last_err.unwrap_or_else(|| io::Error::other("no healthy upstream")))
+    }
+
+    /// The coalescing key: everything of the query but its ID, the name
+    /// lowercased, plus the client's transport.
+    fn coalesce_key(req: &Request<'_>) -> Vec<u8> {
+        let raw = req.query.raw();
+        let qr = req.query.question_range();
+        let mut k = Vec::with_capacity(raw.len() + 1);
+        k.push(u8::from(req.proto == Proto::Tcp));
+        k.extend_from_slice(raw.get(2..HEADER_LEN).unwrap_or(&[]));
+        k.extend_from_slice(req.qname_lower().as_wire());
+        let after_name = qr.start + req.qname().len();
+        k.extend_from_slice(raw.get(after_name..).unwrap_or(&[]));
+        k
+    }
+
+    async fn serve(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+        let _guard = InFlight(&self.inflight);
+        if self.opts.max_concurrent > 0
+            && self.inflight.load(Ordering::Relaxed) > self.opts.max_concurrent
+        {
+            self.metrics.rejects.inc();
+            return Flow::Fail(PluginError::Refused { plugin: "forward" });
+        }
+        // HINFO is the loop plugin's probe: coalescing it with itself
+        // would hide a forwarding loop, so it always goes upstream.
+        if req.qtype() == clusterdns_wire::Rtype::HINFO {
+            return match self.resolve(req.query.raw(), req.proto).await {
+                Ok(reply) => self.write_reply(req, w, &reply),
+                Err(source) => Flow::Fail(PluginError::Upstream {
+                    plugin: "forward",
+                    source,
+                }),
+            };
+        }
+        let key = Self::coalesce_key(req);
+        let rx = {
+            let mut waiting = self.waiting.lock();
+            match waiting.get_mut(&key) {
+                Some(list) => {
+                    let (tx, rx) = oneshot::channel();
+                    list.push(tx);
+                    Some(rx)
+                }
+                None => {
+                    waiting.insert(key.clone(), Vec::new());
+                    None
+                }
+            }
+        };
+        let shared: Shared = match rx {
+            Some(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err("coalesced query abandoned".to_string())),
+            None => {
+                let leader = Leader { f: self, key };
+                let r = self
+                    .resolve(req.query.raw(), req.proto)
+                    .await
+                    .map(Arc::from)
+                    .map_err(|e| e.to_string());
+                leader.finish(&r);
+                r
+            }
+        };
+        let reply = match shared {
+            Ok(r) => r,
+            Err(msg) => {
+                return Flow::Fail(PluginError::Upstream {
+                    plugin: "forward",
+                    source: io::Error::other(msg),
+                });
+            }
+        };
+        self.write_reply(req, w, &reply)
+    }
+
+    /// Checks the reply against the query and writes it with the
+    /// client's ID and question.
+    fn write_reply(&self, req: &Request<'_>, w: &mut ResponseWriter, reply: &[u8]) -> Flow {
+        let Ok(msg) = Message::parse(reply) else {
+            w.write_error(req, Rcode::FORMERR);
+            return Flow::Answered;
+        };
+        let h = msg.header();
+        let matches = h.qdcount == 1
+            && h.qr()
+            && msg.question().is_some_and(|(name, qtype, _)| {
+                name.eq_ignore_case(req.qname()) && qtype == req.qtype()
+            });
+        if !matches {
+            w.write_error(req, Rcode::FORMERR);
+            return Flow::Answered;
+        }
+        let rcode = Rcode(u16::from(h.rcode_low()));
+        if self.next_is_forward
+            && (self.opts.next.contains(&rcode)
+                || (self.opts.next_on_nodata && rcode == Rcode::NOERROR && h.ancount == 0))
+        {
+            return Flow::Next;
+        }
+        w.set_message(reply);
+        let buf = w.buffer_mut();
+        clusterdns_wire::set_id(buf, req.query.id());
+        let q = req.query.question_bytes();
+        let qr = msg.question_range();
+        if qr.len() == q.len()
+            && let Some(dst) = buf.get_mut(qr)
+        {
+            dst.copy_from_slice(q);
+        }
+        Flow::Answered
+    }
+}
+
+impl Plugin for Forward {
+    fn name(&self) -> &'static str {
+        "forward"
+    }
+
+    fn query(&self, req: &Request<'_>, _w: &mut ResponseWriter) -> Flow {
+        if self.matches(req.qname_lower()) {
+            Flow::Async
+        } else {
+            Flow::Next
+        }
+    }
+
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> BoxFuture<'a, Flow> {
+        Box::pin(self.serve(req, w))
+    }
 }

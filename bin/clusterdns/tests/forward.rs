@@ -1,0 +1,388 @@
+//! *forward* against real upstreams on loopback: unbound, dnsmasq, a
+//! second clusterdns and the programmable fault upstream.
+
+mod common;
+mod fault;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Server, dig, free_port, lines, status};
+use fault::{Fault, Mode};
+
+/// A child process killed on drop.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_answering(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if !status(&dig(port, &["+time=1", "example.org"])).is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("upstream on {port} did not come up");
+}
+
+/// Unbound with local data on a free port.
+fn unbound(dir: &std::path::Path) -> (Daemon, u16) {
+    let port = free_port();
+    let conf = format!(
+        r#"server:
+    interface: 127.0.0.1
+    port: {port}
+    do-daemonize: no
+    use-syslog: no
+    logfile: ""
+    username: ""
+    chroot: ""
+    directory: "{dir}"
+    pidfile: ""
+    do-ip6: no
+    access-control: 127.0.0.0/8 allow
+    local-zone: "example.org." static
+    local-data: "example.org. 300 IN SOA ns.example.org. h.example.org. 1 2 3 4 60"
+    local-data: "www.example.org. 30 IN A 192.0.2.2"
+    local-data: "big.example.org. 30 IN TXT \"{txt}\""
+remote-control:
+    control-enable: no
+"#,
+        dir = dir.display(),
+        txt = "x".repeat(200),
+    );
+    let path = dir.join("unbound.conf");
+    std::fs::write(&path, conf).expect("write unbound.conf");
+    let child = Command::new("unbound")
+        .arg("-d")
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start unbound");
+    let d = Daemon(child);
+    wait_answering(port);
+    (d, port)
+}
+
+#[test]
+fn forwards_to_unbound_restoring_id_and_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_u, uport) = unbound(dir.path());
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . 127.0.0.1:{uport}\n}}\n"
+    ));
+    let out = s.dig(&["WwW.Example.ORG", "A"]);
+    assert_eq!(status(&out), "NOERROR", "{out}");
+    assert!(out.contains(";WwW.Example.ORG.\t\tIN\tA"), "{out}");
+    assert!(out.contains("192.0.2.2"), "{out}");
+    assert!(!out.contains("ID mismatch"), "{out}");
+    let nx = s.dig(&["nope.example.org", "A"]);
+    assert_eq!(status(&nx), "NXDOMAIN", "{nx}");
+    // Over TCP as well.
+    let tcp = s.dig(&["+tcp", "www.example.org"]);
+    assert!(tcp.contains("192.0.2.2"), "{tcp}");
+}
+
+#[test]
+fn forwards_to_dnsmasq() {
+    let port = free_port();
+    let child = Command::new("dnsmasq")
+        .args([
+            "-k",
+            "--conf-file=/dev/null",
+            "--no-resolv",
+            "--no-hosts",
+            "--bind-interfaces",
+            "--listen-address=127.0.0.1",
+            "--user=root",
+            "--pid-file=",
+            &format!("--port={port}"),
+            "--host-record=svc.test,192.0.2.77",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dnsmasq");
+    let _d = Daemon(child);
+    wait_answering(port);
+    let s = Server::start(&format!(".:{{PORT}} {{\n forward . 127.0.0.1:{port}\n}}\n"));
+    let out = s.dig(&["+noall", "+answer", "svc.test"]);
+    assert_eq!(lines(&out), vec!["svc.test. 0 IN A 192.0.2.77"], "{out}");
+}
+
+#[test]
+fn forwards_to_a_second_clusterdns() {
+    let inner = Server::start(".:{PORT} {\n whoami\n}\n");
+    let outer = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . 127.0.0.1:{} {{\n force_tcp\n }}\n}}\n",
+        inner.port
+    ));
+    let out = outer.dig(&["+noall", "+additional", "who.example"]);
+    // whoami saw the forwarder's TCP connection, not dig.
+    assert!(out.contains("_tcp.who.example."), "{out}");
+    assert!(out.contains("127.0.0.1"), "{out}");
+}
+
+#[test]
+fn every_upstream_failing_is_servfail_within_the_deadline() {
+    let f = Fault::start(1);
+    f.set(Mode::Stall);
+    let s = Server::start(&format!(".:{{PORT}} {{\n forward . {}\n}}\n", f.to()));
+    let t = Instant::now();
+    let out = s.dig(&["+time=10", "a.example"]);
+    let took = t.elapsed();
+    assert_eq!(status(&out), "SERVFAIL", "{out}");
+    // Two attempts (max_connect_attempts = 2 × upstreams) of 2s each.
+    assert!(
+        took >= Duration::from_millis(3500) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn failover_and_health_check_recovery() {
+    let bad = Fault::start(1);
+    let good = Fault::start(2);
+    bad.set(Mode::Stall);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {} {{\n policy sequential\n }}\n}}\n",
+        bad.to(),
+        good.to()
+    ));
+    // The first query waits for the stalled upstream, then fails over.
+    let t = Instant::now();
+    let out = s.dig(&["+time=8", "+noall", "+answer", "a.example"]);
+    assert_eq!(lines(&out), vec!["a.example. 300 IN A 192.0.2.2"], "{out}");
+    assert!(t.elapsed() >= Duration::from_secs(2), "{:?}", t.elapsed());
+    // Health checks (`. IN NS` every 0.5s, 1s timeout) mark it down
+    // after three failures; then queries skip it.
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(bad.state.ns_root.load(std::sync::atomic::Ordering::SeqCst) >= 3);
+    let t = Instant::now();
+    let out = s.dig(&["+noall", "+answer", "b.example"]);
+    assert_eq!(lines(&out), vec!["b.example. 300 IN A 192.0.2.2"], "{out}");
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    // It recovers: the next health check succeeds and sequential order
+    // prefers it again.
+    bad.set(Mode::Answer);
+    std::thread::sleep(Duration::from_secs(2));
+    let out = s.dig(&["+noall", "+answer", "c.example"]);
+    assert_eq!(lines(&out), vec!["c.example. 300 IN A 192.0.2.1"], "{out}");
+}
+
+#[test]
+fn truncated_reply_passes_through_or_is_retried_over_tcp_with_prefer_udp() {
+    let f = Fault::start(3);
+    f.set(Mode::Truncate);
+    let plain = Server::start(&format!(".:{{PORT}} {{\n forward . {}\n}}\n", f.to()));
+    let out = plain.dig(&["+ignore", "t.example"]);
+    assert!(out.contains("flags: qr tc"), "{out}");
+    assert_eq!(f.tcp(), 0);
+    let prefer = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {{\n prefer_udp\n }}\n}}\n",
+        f.to()
+    ));
+    let out = prefer.dig(&["+ignore", "+noall", "+answer", "+comments", "t.example"]);
+    assert!(!out.contains(" tc"), "{out}");
+    assert!(out.contains("192.0.2.3"), "{out}");
+    assert_eq!(f.tcp(), 1);
+}
+
+#[test]
+fn force_tcp_and_pooled_connections_closed_by_the_upstream() {
+    let f = Fault::start(4);
+    f.state
+        .one_shot_tcp
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {{\n force_tcp\n }}\n}}\n",
+        f.to()
+    ));
+    for i in 0..5 {
+        let out = s.dig(&["+noall", "+answer", &format!("n{i}.example")]);
+        assert!(out.contains("192.0.2.4"), "query {i}: {out}");
+    }
+    assert_eq!(f.udp(), 0);
+    assert!(f.tcp() >= 5);
+}
+
+#[test]
+fn except_names_go_to_the_next_plugin() {
+    let f = Fault::start(5);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {{\n except internal.example\n }}\n}}\n",
+        f.to()
+    ));
+    let out = s.dig(&["x.internal.example"]);
+    assert_eq!(status(&out), "SERVFAIL", "{out}");
+    let out = s.dig(&["x.other.example"]);
+    assert_eq!(status(&out), "NOERROR", "{out}");
+    assert_eq!(f.queries(), 1);
+}
+
+#[test]
+fn next_hands_listed_rcodes_to_the_next_forward() {
+    let first = Fault::start(6);
+    let second = Fault::start(7);
+    first.set(Mode::Nxdomain);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {{\n next NXDOMAIN\n }}\n forward . {}\n}}\n",
+        first.to(),
+        second.to()
+    ));
+    let out = s.dig(&["+noall", "+answer", "n.example"]);
+    assert_eq!(lines(&out), vec!["n.example. 300 IN A 192.0.2.7"], "{out}");
+    assert_eq!(first.queries(), 1);
+    assert_eq!(second.queries(), 1);
+}
+
+#[test]
+fn max_concurrent_refuses_beyond_the_limit() {
+    let f = Fault::start(8);
+    f.set(Mode::Slow);
+    f.state
+        .delay_ms
+        .store(1500, std::sync::atomic::Ordering::SeqCst);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {{\n max_concurrent 1\n }}\n}}\n",
+        f.to()
+    ));
+    let port = s.port;
+    let slow = std::thread::spawn(move || dig(port, &["+time=5", "slow.example"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let out = s.dig(&["other.example"]);
+    assert_eq!(status(&out), "REFUSED", "{out}");
+    assert_eq!(status(&slow.join().expect("join")), "NOERROR");
+}
+
+#[test]
+fn policies_spread_or_keep_order() {
+    let a = Fault::start(9);
+    let b = Fault::start(10);
+    let rr = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {} {{\n policy round_robin\n }}\n}}\n",
+        a.to(),
+        b.to()
+    ));
+    for i in 0..6 {
+        rr.dig(&[&format!("rr{i}.example")]);
+    }
+    assert_eq!((a.queries(), b.queries()), (3, 3));
+    let seq = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {} {{\n policy sequential\n }}\n}}\n",
+        a.to(),
+        b.to()
+    ));
+    for i in 0..4 {
+        seq.dig(&[&format!("seq{i}.example")]);
+    }
+    assert_eq!((a.queries(), b.queries()), (7, 3));
+}
+
+#[test]
+fn identical_queries_in_flight_are_coalesced() {
+    let f = Fault::start(11);
+    f.set(Mode::Slow);
+    f.state
+        .delay_ms
+        .store(500, std::sync::atomic::Ordering::SeqCst);
+    let s = Server::start(&format!(".:{{PORT}} {{\n forward . {}\n}}\n", f.to()));
+    let port = s.port;
+    let threads: Vec<_> = (0..20u16)
+        .map(|i| {
+            std::thread::spawn(move || {
+                fault::exchange(
+                    port,
+                    &fault::query("same.example", 100 + i),
+                    Duration::from_secs(3),
+                )
+            })
+        })
+        .collect();
+    for (i, t) in threads.into_iter().enumerate() {
+        let r = t.join().expect("join").expect("reply");
+        assert_eq!(
+            u16::from_be_bytes([r[0], r[1]]),
+            100 + i as u16,
+            "ID restored"
+        );
+        assert_eq!(r[3] & 0x0f, 0);
+    }
+    assert!(f.queries() <= 2, "upstream saw {} queries", f.queries());
+}
+
+#[test]
+fn upstream_question_case_is_restored() {
+    let f = Fault::start(12);
+    f.state
+        .lowercase
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let s = Server::start(&format!(".:{{PORT}} {{\n forward . {}\n}}\n", f.to()));
+    let out = s.dig(&["MiXeD.Example"]);
+    assert!(out.contains(";MiXeD.Example.\t\t\tIN\tA"), "{out}");
+}
+
+#[test]
+fn resolv_conf_file_upstreams() {
+    let f = Fault::start(13);
+    let s = Server::start_with(
+        ".:{PORT} {\n forward . resolv.conf\n}\n",
+        &[(
+            "resolv.conf",
+            &format!("# test\nsearch example\nnameserver {}\n", f.to()),
+        )],
+    );
+    let out = s.dig(&["+noall", "+answer", "r.example"]);
+    assert!(out.contains("192.0.2.13"), "{out}");
+}
+
+fn config_error(corefile: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("Corefile");
+    std::fs::write(&path, corefile.replace("{PORT}", &free_port().to_string())).expect("write");
+    let out = Command::new(common::binary())
+        .arg("-conf")
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "{corefile} was accepted");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn configuration_errors() {
+    let e = config_error(".:{PORT} {\n forward . tls://127.0.0.1\n}\n");
+    assert!(e.contains("plugin/forward") && e.contains("tls"), "{e}");
+    let e = config_error(".:{PORT} {\n forward . 127.0.0.1 {\n policy fastest\n }\n}\n");
+    assert!(e.contains("unknown policy 'fastest'"), "{e}");
+    let e = config_error(".:{PORT} {\n forward . 127.0.0.1 {\n bogus\n }\n}\n");
+    assert!(e.contains("unknown property 'bogus'"), "{e}");
+    let many: Vec<String> = (1..=16).map(|i| format!("127.0.0.{i}")).collect();
+    let e = config_error(&format!(
+        ".:{{PORT}} {{\n forward . {}\n}}\n",
+        many.join(" ")
+    ));
+    assert!(e.contains("more than 15 TOs configured: 16"), "{e}");
+    let e = config_error(".:{PORT} {\n forward . 127.0.0.1 {\n next BOGUS\n }\n}\n");
+    assert!(e.contains("BOGUS is not a valid rcode"), "{e}");
+    let e = config_error(".:{PORT} {\n forward . /nonexistent/resolv.conf\n}\n");
+    assert!(e.contains("plugin/forward"), "{e}");
+    let e = config_error(".:{PORT} {\n forward .\n}\n");
+    assert!(e.contains("Wrong argument count"), "{e}");
+}

@@ -1,0 +1,425 @@
+//! One upstream: pooled connections, the exchange, in-band health checks
+//! (CoreDNS `plugin/pkg/proxy`).
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries};
+use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rtype};
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+
+use super::metrics::Metrics;
+
+/// Write deadline of an exchange (CoreDNS `defaultTimeout` for writes).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Dial timeout for TCP.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Read and write timeout of a health check.
+const HC_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How a query travels to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// Datagram.
+    Udp,
+    /// Stream, two-byte length prefix.
+    Tcp,
+}
+
+/// Settings shared by every upstream of one `forward`.
+#[derive(Debug, Clone)]
+pub(crate) struct ProxyOpts {
+    /// Idle connections older than this are closed.
+    pub expire: Duration,
+    /// Connections older than this are closed (zero: no limit).
+    pub max_age: Duration,
+    /// Idle connections kept per upstream and transport (zero: no limit).
+    pub max_idle: usize,
+    /// Read deadline of an exchange.
+    pub read_timeout: Duration,
+    /// Health-check interval (zero disables the checks).
+    pub hc_interval: Duration,
+    /// RD bit of the health-check query.
+    pub hc_rd: bool,
+    /// Name asked in the health check (`NS`).
+    pub hc_domain: Name,
+    /// Health checks over TCP (`force_tcp`).
+    pub hc_tcp: bool,
+    /// Source address of the sockets.
+    pub source: Option<IpAddr>,
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+pub(crate) enum ConnectError {
+    /// A pooled TCP connection had been closed by the peer; try again
+    /// with a fresh one (CoreDNS `ErrCachedClosed`).
+    CachedClosed,
+    /// Any other error: network, timeout.
+    Io(io::Error),
+}
+
+impl From<io::Error> for ConnectError {
+    fn from(e: io::Error) -> Self {
+        ConnectError::Io(e)
+    }
+}
+
+struct Conn<T> {
+    io: T,
+    created: Instant,
+    used: Instant,
+}
+
+/// One upstream server.
+pub(crate) struct Proxy {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// `IP:port`, the `to` label of the metrics.
+    pub label: String,
+    fails: AtomicU32,
+    probing: AtomicBool,
+    stopped: AtomicBool,
+    udp: Mutex<VecDeque<Conn<UdpSocket>>>,
+    tcp: Mutex<VecDeque<Conn<TcpStream>>>,
+    opts: ProxyOpts,
+    hc_failures: Arc<Counter>,
+    hits: [Arc<Counter>; 2],
+    misses: [Arc<Counter>; 2],
+    duration: Arc<Family<HistogramSeries>>,
+    /// Duration series for rcodes 0..=5, resolved once.
+    duration_by_rcode: [Arc<HistogramSeries>; 6],
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("addr", &self.addr)
+            .field("fails", &self.fails.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+fn rcode_label(r: u16) -> String {
+    clusterdns_wire::Rcode(r).to_string()
+}
+
+impl Proxy {
+    /// An upstream at `addr`.
+    pub(crate) fn new(addr: SocketAddr, opts: ProxyOpts, m: &Metrics) -> Self {
+        let label = addr.to_string();
+        let l = label.as_str();
+        let d = |r: u16| m.duration.histogram_with(&["forward", l, &rcode_label(r)]);
+        Self {
+            addr,
+            fails: AtomicU32::new(0),
+            probing: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            udp: Mutex::new(VecDeque::new()),
+            tcp: Mutex::new(VecDeque::new()),
+            opts,
+            hc_failures: m.hc_failures.with(&["forward", l]),
+            hits: [
+                m.conn_hits.with(&["forward", l, "udp"]),
+                m.conn_hits.with(&["forward", l, "tcp"]),
+            ],
+            misses: [
+                m.conn_misses.with(&["forward", l, "udp"]),
+                m.conn_misses.with(&["forward", l, "tcp"]),
+            ],
+            duration: m.duration.clone(),
+            duration_by_rcode: [d(0), d(1), d(2), d(3), d(4), d(5)],
+            label,
+        }
+    }
+
+    /// Consecutive failed health checks.
+    pub(crate) fn fails(&self) -> u32 {
+        self.fails.load(Ordering::Relaxed)
+    }
+
+    /// Whether the upstream counts as down: more than `max_fails` failed
+    /// health checks in a row (never when `max_fails` is 0).
+    pub(crate) fn down(&self, max_fails: u32) -> bool {
+        max_fails != 0 && self.fails() > max_fails
+    }
+
+    /// Closes every pooled connection and stops the health probe.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.udp.lock().clear();
+        self.tcp.lock().clear();
+    }
+
+    /// Sends `query` (any ID) and returns the reply, its ID equal to the
+    /// one sent upstream (the caller restores the client's).
+    pub(crate) async fn connect(
+        &self,
+        query: &[u8],
+        t: Transport,
+    ) -> Result<Vec<u8>, ConnectError> {
+        let start = Instant::now();
+        let id = fastrand::u16(..);
+        let mut msg = query.to_vec();
+        clusterdns_wire::set_id(&mut msg, id);
+        let reply = match t {
+            Transport::Udp => self.udp_exchange(&msg, id).await?,
+            Transport::Tcp => self.tcp_exchange(&msg, id).await?,
+        };
+        let rcode = Header::parse(&reply).map_or(2, |h| u16::from(h.rcode_low()));
+        let secs = start.elapsed().as_secs_f64();
+        match self.duration_by_rcode.get(usize::from(rcode)) {
+            Some(h) => h.observe(secs),
+            None => self
+                .duration
+                .histogram_with(&["forward", &self.label, &rcode_label(rcode)])
+                .observe(secs),
+        }
+        Ok(reply)
+    }
+
+    fn fresh<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>) -> Option<Conn<T>> {
+        let now = Instant::now();
+        let mut pool = pool.lock();
+        // The oldest idle connection first, for source-port diversity.
+        while let Some(c) = pool.pop_front() {
+            let idle_ok = now.duration_since(c.used) < self.opts.expire;
+            let age_ok =
+                self.opts.max_age.is_zero() || now.duration_since(c.created) < self.opts.max_age;
+            if idle_ok && age_ok {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn give_back<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>, mut c: Conn<T>) {
+        if self.stopped.load(Ordering::Relaxed) {
+            return;
+        }
+        c.used = Instant::now();
+        let mut pool = pool.lock();
+        if self.opts.max_idle == 0 || pool.len() < self.opts.max_idle {
+            pool.push_back(c);
+        }
+    }
+
+    fn bind_addr(&self) -> SocketAddr {
+        match (self.opts.source, self.addr) {
+            (Some(ip), _) => SocketAddr::new(ip, 0),
+            (None, SocketAddr::V4(_)) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+            (None, SocketAddr::V6(_)) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+        }
+    }
+
+    async fn dial_udp(&self) -> io::Result<UdpSocket> {
+        let s = UdpSocket::bind(self.bind_addr()).await?;
+        s.connect(self.addr).await?;
+        Ok(s)
+    }
+
+    async fn dial_tcp(&self) -> io::Result<TcpStream> {
+        let s = if self.addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        if self.opts.source.is_some() {
+            s.bind(self.bind_addr())?;
+        }
+        let stream = tokio::time::timeout(DIAL_TIMEOUT, s.connect(self.addr))
+            .await
+            .map_err(|_| timeout_err("dial tcp", None, self.addr))??;
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    async fn udp_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
+        let conn = match self.fresh(&self.udp) {
+            Some(c) => {
+                self.hits[0].inc();
+                c
+            }
+            None => {
+                self.misses[0].inc();
+                let now = Instant::now();
+                Conn {
+                    io: self.dial_udp().await?,
+                    created: now,
+                    used: now,
+                }
+            }
+        };
+        let local = conn.io.local_addr().ok();
+        tokio::time::timeout(WRITE_TIMEOUT, conn.io.send(msg))
+            .await
+            .map_err(|_| timeout_err("write udp", local, self.addr))??;
+        let mut buf = vec![0u8; 65535];
+        let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
+        loop {
+            let n = tokio::time::timeout_at(deadline, conn.io.recv(&mut buf))
+                .await
+                .map_err(|_| timeout_err("read udp", local, self.addr))??;
+            // Short reads and replies to other queries are skipped.
+            let Ok(h) = Header::parse(&buf[..n]) else {
+                continue;
+            };
+            if h.id != id || !h.qr() {
+                continue;
+            }
+            buf.truncate(n);
+            self.give_back(&self.udp, conn);
+            return Ok(buf);
+        }
+    }
+
+    async fn tcp_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
+        let (mut conn, cached) = match self.fresh(&self.tcp) {
+            Some(c) => {
+                self.hits[1].inc();
+                (c, true)
+            }
+            None => {
+                self.misses[1].inc();
+                let now = Instant::now();
+                let io = self.dial_tcp().await?;
+                (
+                    Conn {
+                        io,
+                        created: now,
+                        used: now,
+                    },
+                    false,
+                )
+            }
+        };
+        let local = conn.io.local_addr().ok();
+        let Ok(len) = u16::try_from(msg.len()) else {
+            return Err(io::Error::other("message too large").into());
+        };
+        let mut out = Vec::with_capacity(msg.len() + 2);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(msg);
+        match tokio::time::timeout(WRITE_TIMEOUT, conn.io.write_all(&out)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) if cached => return Err(ConnectError::CachedClosed),
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => return Err(timeout_err("write tcp", local, self.addr).into()),
+        }
+        let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
+        loop {
+            let mut lenb = [0u8; 2];
+            match tokio::time::timeout_at(deadline, conn.io.read_exact(&mut lenb)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) if cached => return Err(ConnectError::CachedClosed),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => return Err(timeout_err("read tcp", local, self.addr).into()),
+            }
+            let n = usize::from(u16::from_be_bytes(lenb));
+            let mut buf = vec![0u8; n];
+            tokio::time::timeout_at(deadline, conn.io.read_exact(&mut buf))
+                .await
+                .map_err(|_| timeout_err("read tcp", local, self.addr))??;
+            let Ok(h) = Header::parse(&buf) else {
+                return Err(io::Error::other("dns: short read from upstream").into());
+            };
+            if h.id != id || !h.qr() {
+                continue;
+            }
+            self.give_back(&self.tcp, conn);
+            return Ok(buf);
+        }
+    }
+
+    /// Starts the health probe unless one runs: it checks at once, then
+    /// every interval until a check succeeds (CoreDNS `up.Probe`).
+    pub(crate) fn healthcheck(self: &Arc<Self>) {
+        if self.opts.hc_interval.is_zero() || self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.probing.store(false, Ordering::Release);
+            return;
+        };
+        let p = self.clone();
+        rt.spawn(async move {
+            while !p.stopped.load(Ordering::Relaxed) {
+                if p.check().await.is_ok() {
+                    p.fails.store(0, Ordering::Relaxed);
+                    break;
+                }
+                p.hc_failures.inc();
+                let _ = p
+                    .fails
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |f| {
+                        Some(f.saturating_add(1))
+                    });
+                tokio::time::sleep(p.opts.hc_interval).await;
+            }
+            p.probing.store(false, Ordering::Release);
+        });
+    }
+
+    /// One health check: `<domain> IN NS` on a fresh connection. Any
+    /// reply is healthy, whatever its rcode.
+    pub(crate) async fn check(&self) -> io::Result<()> {
+        let id = fastrand::u16(..);
+        let mut msg = Vec::with_capacity(64);
+        let header = Header {
+            id,
+            flags: if self.opts.hc_rd { 0x0100 } else { 0 },
+            ..Header::default()
+        };
+        let mut b = MessageBuilder::new(&mut msg, header);
+        b.push_question(&self.opts.hc_domain, Rtype::NS, Class::IN)
+            .map_err(|_| io::Error::other("health check query"))?;
+        b.finish();
+        let fut = async {
+            if self.opts.hc_tcp {
+                let mut s = self.dial_tcp().await?;
+                let len = u16::try_from(msg.len()).unwrap_or(0);
+                let mut out = len.to_be_bytes().to_vec();
+                out.extend_from_slice(&msg);
+                s.write_all(&out).await?;
+                loop {
+                    let mut lenb = [0u8; 2];
+                    s.read_exact(&mut lenb).await?;
+                    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
+                    s.read_exact(&mut buf).await?;
+                    if Header::parse(&buf).is_ok_and(|h| h.id == id && h.qr()) {
+                        return Ok(());
+                    }
+                }
+            } else {
+                let s = self.dial_udp().await?;
+                s.send(&msg).await?;
+                let mut buf = vec![0u8; 65535];
+                loop {
+                    let n = s.recv(&mut buf).await?;
+                    if Header::parse(&buf[..n]).is_ok_and(|h| h.id == id && h.qr()) {
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(HC_TIMEOUT, fut)
+            .await
+            .map_err(|_| timeout_err("read", None, self.addr))?
+    }
+}
+
+/// An `i/o timeout` error worded as Go's net package words it, for the
+/// `errors` plugin's log line.
+fn timeout_err(op: &str, local: Option<SocketAddr>, remote: SocketAddr) -> io::Error {
+    let msg = match local {
+        Some(l) => format!("{op} {l}->{remote}: i/o timeout"),
+        None => format!("{op} {remote}: i/o timeout"),
+    };
+    io::Error::new(io::ErrorKind::TimedOut, msg)
+}

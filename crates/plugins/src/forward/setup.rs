@@ -1,0 +1,324 @@
+//! Reading `forward` directives (CoreDNS `plugin/forward/setup.go`).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use clusterdns_corefile::{ConfigError, Directive, normalize_zone};
+use clusterdns_plugin::SetupCtx;
+use clusterdns_wire::{Name, Rcode};
+use parking_lot::Mutex;
+
+use super::metrics::Metrics;
+use super::proxy::{Proxy, ProxyOpts};
+use super::{Forward, Opts, Policy, parse_duration};
+
+/// CoreDNS's limit on upstreams per `forward`.
+const MAX_TO: usize = 15;
+
+pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
+    let metrics = Metrics::new(&ctx.shared.metrics);
+    let mut all: Vec<Arc<Forward>> = Vec::new();
+    for (i, d) in dirs.iter().enumerate() {
+        let f = parse(d, ctx.config_dir, &metrics, i + 1 < dirs.len())?;
+        all.push(Arc::new(f));
+    }
+    for f in &all {
+        ctx.add_plugin(f.clone());
+    }
+    ctx.shared.on_shutdown.push(Box::new(move || {
+        for f in &all {
+            for p in &f.proxies {
+                p.stop();
+            }
+        }
+        Ok(())
+    }));
+    Ok(())
+}
+
+fn name_of(d: &Directive, s: &str) -> Result<Name, ConfigError> {
+    let z = normalize_zone(s).map_err(|e| d.err(e))?;
+    Name::from_ascii(&z).map_err(|e| d.err(format!("{s}: {e}")))
+}
+
+fn int<T: FromStr>(d: &Directive, s: &str) -> Result<T, ConfigError> {
+    s.parse::<T>()
+        .map_err(|_| d.err(format!("strconv.Atoi: parsing \"{s}\": invalid syntax")))
+}
+
+fn dur(d: &Directive, s: &str) -> Result<Duration, ConfigError> {
+    parse_duration(s).map_err(|e| d.err(e))
+}
+
+fn one(d: &Directive) -> Result<&str, ConfigError> {
+    match d.args.as_slice() {
+        [a] => Ok(a.text.as_str()),
+        _ => Err(d.arg_err()),
+    }
+}
+
+fn rcode(d: &Directive, s: &str) -> Result<Rcode, ConfigError> {
+    Rcode::from_str(&s.to_ascii_uppercase()).map_err(|_| d.err(format!("{s} is not a valid rcode")))
+}
+
+/// One `to` entry: `[dns://]IP[:port]`, or a resolv.conf-style file.
+fn upstreams(
+    d: &Directive,
+    s: &str,
+    dir: &Path,
+    out: &mut Vec<SocketAddr>,
+) -> Result<(), ConfigError> {
+    let lower = s.to_ascii_lowercase();
+    for scheme in ["tls://", "https://", "grpc://", "quic://"] {
+        if lower.starts_with(scheme) {
+            return Err(d.err(format!(
+                "{s}: transport {} is not supported by this build (only dns:// upstreams)",
+                scheme.trim_end_matches("://")
+            )));
+        }
+    }
+    let host = s.strip_prefix("dns://").unwrap_or(s);
+    if let Some(a) = host_port(host, 53) {
+        out.push(a);
+        return Ok(());
+    }
+    let path = if Path::new(s).is_absolute() {
+        Path::new(s).to_path_buf()
+    } else {
+        dir.join(s)
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| d.err(format!("not an IP address or file: \"{s}\": {e}")))?;
+    let before = out.len();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        if words.next() != Some("nameserver") {
+            continue;
+        }
+        if let Some(a) = words.next().and_then(|w| host_port(w, 53)) {
+            out.push(a);
+        }
+    }
+    if out.len() == before {
+        return Err(d.err(format!("no nameservers found in {s}")));
+    }
+    Ok(())
+}
+
+/// `IP`, `IP:port`, `[IPv6]:port` or a bare IPv6 address.
+fn host_port(s: &str, default_port: u16) -> Option<SocketAddr> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Some(a);
+    }
+    let bare = s.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Some(SocketAddr::new(ip, default_port));
+    }
+    None
+}
+
+fn parse(
+    d: &Directive,
+    dir: &Path,
+    metrics: &Metrics,
+    next_is_forward: bool,
+) -> Result<Forward, ConfigError> {
+    let [from, to @ ..] = d.args.as_slice() else {
+        return Err(d.arg_err());
+    };
+    if to.is_empty() {
+        return Err(d.arg_err());
+    }
+    let from_name = name_of(d, &from.text)?;
+    let mut addrs = Vec::new();
+    for t in to {
+        upstreams(d, &t.text, dir, &mut addrs)?;
+    }
+    let mut seen = Vec::new();
+    addrs.retain(|a| {
+        let new = !seen.contains(a);
+        seen.push(*a);
+        new
+    });
+    if addrs.len() > MAX_TO {
+        return Err(d.err(format!(
+            "more than {MAX_TO} TOs configured: {}",
+            addrs.len()
+        )));
+    }
+    let mut opts = Opts {
+        force_tcp: false,
+        prefer_udp: false,
+        max_fails: 2,
+        max_concurrent: 0,
+        max_connect_attempts: u32::try_from(addrs.len() * 2).unwrap_or(u32::MAX),
+        next: Vec::new(),
+        next_on_nodata: false,
+        failover: Vec::new(),
+        failfast: false,
+        policy: Policy::Random,
+    };
+    let mut popts = ProxyOpts {
+        expire: Duration::from_secs(10),
+        max_age: Duration::ZERO,
+        max_idle: 0,
+        read_timeout: Duration::from_secs(2),
+        hc_interval: Duration::from_millis(500),
+        hc_rd: true,
+        hc_domain: Name::root(),
+        hc_tcp: false,
+        source: None,
+    };
+    let mut except = Vec::new();
+    for o in &d.block {
+        let args: Vec<&str> = o.arg_texts().collect();
+        match o.name.text.as_str() {
+            "except" => {
+                if args.is_empty() {
+                    return Err(o.arg_err());
+                }
+                for a in args {
+                    except.push(name_of(o, a)?);
+                }
+            }
+            "force_tcp" | "prefer_udp" | "failfast_all_unhealthy_upstreams" | "next_on_nodata" => {
+                if !args.is_empty() {
+                    return Err(o.arg_err());
+                }
+                match o.name.text.as_str() {
+                    "force_tcp" => opts.force_tcp = true,
+                    "prefer_udp" => opts.prefer_udp = true,
+                    "next_on_nodata" => opts.next_on_nodata = true,
+                    _ => opts.failfast = true,
+                }
+            }
+            "expire" => {
+                popts.expire = dur(o, one(o)?)?;
+            }
+            "max_age" => {
+                popts.max_age = dur(o, one(o)?)?;
+            }
+            "read_timeout" => {
+                popts.read_timeout = dur(o, one(o)?)?;
+                if popts.read_timeout.is_zero() {
+                    return Err(o.err("read_timeout can't be zero"));
+                }
+            }
+            "max_idle_conns" => popts.max_idle = int(o, one(o)?)?,
+            "max_fails" => opts.max_fails = int(o, one(o)?)?,
+            "max_connect_attempts" => opts.max_connect_attempts = int(o, one(o)?)?,
+            "max_concurrent" => {
+                let n: usize = int(o, one(o)?)?;
+                opts.max_concurrent = n;
+            }
+            "health_check" => {
+                let Some(first) = args.first() else {
+                    return Err(o.arg_err());
+                };
+                popts.hc_interval = dur(o, first)?;
+                let mut rest = args[1..].iter();
+                while let Some(a) = rest.next() {
+                    match *a {
+                        "no_rec" => popts.hc_rd = false,
+                        "domain" => {
+                            let Some(n) = rest.next() else {
+                                return Err(o.arg_err());
+                            };
+                            popts.hc_domain =
+                                Name::from_ascii(&format!("{}.", n.trim_end_matches('.')))
+                                    .map_err(|_| {
+                                        o.err(format!("health_check: invalid domain name {n}"))
+                                    })?;
+                        }
+                        other => {
+                            return Err(o.err(format!("health_check: unknown option {other}")));
+                        }
+                    }
+                }
+            }
+            "policy" => {
+                opts.policy = match one(o)? {
+                    "random" => Policy::Random,
+                    "round_robin" => Policy::RoundRobin,
+                    "sequential" => Policy::Sequential,
+                    p => return Err(o.err(format!("unknown policy '{p}'"))),
+                };
+            }
+            "next" => {
+                if args.is_empty() {
+                    return Err(o.arg_err());
+                }
+                for a in args {
+                    opts.next.push(rcode(o, a)?);
+                }
+            }
+            "failover" => {
+                if args.is_empty() {
+                    return Err(o.arg_err());
+                }
+                for a in args {
+                    let r = rcode(o, a)?;
+                    if r == Rcode::NOERROR {
+                        return Err(o.err("NoError cannot be used in failover"));
+                    }
+                    opts.failover.push(r);
+                }
+            }
+            "tls" => {
+                if args.len() > 3 {
+                    return Err(o.arg_err());
+                }
+                for a in args {
+                    let p = if Path::new(a).is_absolute() {
+                        Path::new(a).to_path_buf()
+                    } else {
+                        dir.join(a)
+                    };
+                    if !p.exists() {
+                        return Err(o.err(format!("open {a}: no such file or directory")));
+                    }
+                }
+            }
+            "tls_servername" | "doh_method" => {
+                one(o)?;
+            }
+            "source_address" => {
+                let a = one(o)?;
+                popts.source = Some(
+                    a.parse::<IpAddr>()
+                        .map_err(|_| o.err(format!("invalid source address: {a}")))?,
+                );
+            }
+            "resolver" => {
+                return Err(o.err(
+                    "resolver: upstream host names are not supported by this build; use IP addresses",
+                ));
+            }
+            other => return Err(o.err(format!("unknown property '{other}'"))),
+        }
+    }
+    if !popts.max_age.is_zero() && popts.max_age < popts.expire {
+        return Err(d.err("max_age must be greater than or equal to expire"));
+    }
+    popts.hc_tcp = opts.force_tcp;
+    let proxies = addrs
+        .into_iter()
+        .map(|a| Arc::new(Proxy::new(a, popts.clone(), metrics)))
+        .collect();
+    Ok(Forward {
+        from: from_name,
+        except,
+        proxies,
+        opts,
+        next_is_forward,
+        inflight: AtomicUsize::new(0),
+        rr: AtomicUsize::new(0),
+        waiting: Mutex::new(HashMap::new()),
+        metrics: metrics.clone(),
+    })
+}
