@@ -1,0 +1,176 @@
+//! Helpers of the operational plugins' tests (health, ready, prometheus,
+//! reload, log): plain HTTP GET, metric lookup, the reference CoreDNS.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `GET path` on 127.0.0.1:port over HTTP/1.0 (so Go servers send no
+/// chunked body): (status, body). Status 0 when the
+/// connection fails.
+pub fn get(port: u16, path: &str) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    let status = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// Polls `GET path` until it gives a status, for up to 10 s.
+pub fn get_ok(port: u16, path: &str) -> (u16, String) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = get(port, path);
+        if r.0 != 0 || Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One sample of a metrics text: name and label set (sorted), value.
+pub type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parses the Prometheus text format (no escapes in our label values).
+pub fn samples(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or((line, "NaN"));
+        let (name, labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let mut ls: Vec<(String, String)> = labels
+            .split("\",")
+            .filter(|s| !s.is_empty())
+            .filter_map(|kv| kv.split_once("=\""))
+            .map(|(k, v)| (k.to_string(), v.trim_end_matches('"').to_string()))
+            .collect();
+        ls.sort();
+        out.push((name.to_string(), ls, value.parse().unwrap_or(f64::NAN)));
+    }
+    out
+}
+
+/// The value of `name` with exactly these labels (any order).
+pub fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut want: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    want.sort();
+    samples(text)
+        .into_iter()
+        .find(|(n, l, _)| n == name && *l == want)
+        .map(|(_, _, v)| v)
+}
+
+/// The reference CoreDNS built by `scripts/rig build`, when present.
+pub fn coredns() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.rig/bin/coredns");
+    p.exists().then_some(p)
+}
+
+/// A running reference CoreDNS, killed on drop.
+pub struct CoreDns {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl CoreDns {
+    /// Starts `bin` on `corefile` and waits until `port` answers over UDP.
+    pub fn start(bin: &PathBuf, corefile: &str, port: u16) -> CoreDns {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("Corefile");
+        std::fs::write(&path, corefile).expect("write Corefile");
+        let child = Command::new(bin)
+            .arg("-conf")
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start coredns");
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        // A query for "." (it may be REFUSED; any answer means up).
+        let probe = [0xab, 0xcd, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut buf = [0u8; 512];
+        while Instant::now() < deadline {
+            let _ = sock.send_to(&probe, ("127.0.0.1", port));
+            if sock.recv_from(&mut buf).is_ok() {
+                break;
+            }
+        }
+        CoreDns { child, dir }
+    }
+
+    /// Stops it (SIGTERM, so buffered log lines are written) and returns
+    /// its standard output.
+    pub fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+        let mut out = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        out
+    }
+}
+
+impl Drop for CoreDns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The rcode of a dig or kdig reply (`status: NOERROR,` / `status: NOERROR;`).
+pub fn rcode(out: &str) -> String {
+    out.split("status: ")
+        .nth(1)
+        .and_then(|s| s.split([',', ';']).next())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Runs the binary on an invalid `corefile`; asserts it exits non-zero
+/// and returns what it printed (stdout and stderr).
+pub fn config_error(corefile: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("Corefile");
+    std::fs::write(&path, corefile).expect("write Corefile");
+    let out = Command::new(crate::common::binary())
+        .arg("-conf")
+        .arg(&path)
+        .output()
+        .expect("run clusterdns");
+    assert!(!out.status.success(), "{corefile} was accepted");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
