@@ -1,15 +1,860 @@
-//! *kubernetes*: not implemented yet. Using it in a Corefile is a configuration
-//! error, so no Corefile silently loses a plugin.
+#![doc = include_str!("README.md")]
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{PluginDef, SetupCtx};
+mod lookup;
+mod metrics;
+mod setup;
+mod upstream;
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use clusterdns_k8s::{ReverseHit, Snapshot, Snapshots};
+use clusterdns_plugin::{BoxFuture, ChainTail, Flow, Plugin, PluginDef, Request, ResponseWriter};
+use clusterdns_wire::{Class, MessageBuilder, Name, RData, Rcode, Rtype, Section, parse_reverse};
+
+use lookup::{EpLabel, Found, Host, LabelBuf, LookupOpts, Records, Target};
 
 /// Registration of *kubernetes*.
 pub const DEF: PluginDef = PluginDef {
     name: "kubernetes",
-    setup,
+    setup: setup::setup,
 };
 
-fn setup(_ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    Err(dirs[0].err("plugin not implemented yet"))
+/// The plugin's name in logs and errors.
+const NAME: &str = "kubernetes";
+
+/// The Kubernetes DNS schema version served at `dns-version.<zone>`.
+pub const DNS_SCHEMA_VERSION: &str = "1.1.0";
+
+/// TTL of the `dns-version` TXT record.
+const DNS_VERSION_TTL: u32 = 28800;
+
+/// Longest CNAME chain followed inside the cluster zone (CoreDNS stops
+/// adding CNAMEs after 8 previous records).
+const MAX_CHAIN: usize = 8;
+
+/// The *kubernetes* handler: answers cluster names from the current
+/// [`Snapshot`] of the watched cluster.
+pub struct Kubernetes {
+    /// Authoritative zones, lowercase; forward zones and reverse zones.
+    zones: Vec<Name>,
+    /// The first forward zone: PTR targets are under it.
+    primary: Name,
+    /// `fallthrough`: `None` off, else the zones that fall through.
+    fall: Option<Vec<Name>>,
+    /// Record TTL (`ttl`).
+    ttl: u32,
+    opts: LookupOpts,
+    snapshots: Snapshots,
+    /// This server's own addresses, for the apex NS records.
+    local_ips: Vec<IpAddr>,
+    /// The plugins after this one, to resolve ExternalName targets.
+    tail: ChainTail,
 }
+
+impl std::fmt::Debug for Kubernetes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kubernetes")
+            .field("zones", &self.zones)
+            .field("ttl", &self.ttl)
+            .field("snapshots", &self.snapshots)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Per-thread scratch sets for de-duplication; cleared per query, their
+/// capacity kept, so steady-state queries allocate nothing.
+#[derive(Default)]
+struct Scratch {
+    ips: HashSet<IpAddr>,
+    srv: HashSet<(LabelKey, u16)>,
+    extra: HashSet<(LabelKey, IpAddr)>,
+}
+
+/// An endpoint label as a fixed-size key.
+type LabelKey = ([u8; 64], u8);
+
+fn label_key(t: &Target<'_>) -> LabelKey {
+    let mut buf: LabelBuf = [0; 64];
+    let mut key = [0u8; 64];
+    let l = t.label.as_ref().map_or(&[][..], |l| l.write(&mut buf));
+    let n = l.len().min(64);
+    key[..n].copy_from_slice(&l[..n]);
+    // 0xff marks "no label", distinct from any label length.
+    (key, if t.label.is_some() { n as u8 } else { 0xff })
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// What a query resolves to, before anything is written.
+enum Plan<'s, 'q> {
+    /// NXDOMAIN-class error.
+    NameError,
+    /// NOERROR, no answer, SOA in authority.
+    NoData,
+    /// Addresses of `Found` (A or AAAA).
+    Addrs(Found<'s, 'q>),
+    /// The `ns.dns.<zone>` addresses.
+    NsAddrs,
+    /// `dns-version` TXT.
+    Version,
+    /// A CNAME query on an ExternalName service.
+    Cname(&'s str),
+    /// SRV records of `Found`.
+    Srv(Found<'s, 'q>),
+    /// PTR for an address.
+    Ptr(IpAddr),
+    /// SOA at the apex.
+    Soa,
+    /// NS at the apex.
+    Ns,
+}
+
+/// The query name split at the matched zone.
+struct Split<'q> {
+    /// Original case.
+    qname: &'q Name,
+    /// Lowercase.
+    lower: &'q Name,
+    /// Labels left of the zone (lowercase); at most 127 on the wire.
+    base: [&'q [u8]; 128],
+    n: usize,
+}
+
+impl<'q> Split<'q> {
+    fn base(&self) -> &[&'q [u8]] {
+        &self.base[..self.n]
+    }
+    /// The zone's labels in the query's case.
+    fn zone_labels(&self) -> impl Iterator<Item = &'q [u8]> + use<'q> {
+        self.qname.labels().skip(self.n)
+    }
+    /// The zone as the client spelled it.
+    fn zone_name(&self) -> Name {
+        Name::from_labels(self.zone_labels()).unwrap_or_else(|_| Name::root())
+    }
+    /// The zone part of the query is all lowercase (CoreDNS compares the
+    /// lowercased name with the query-cased zone in a few places).
+    fn zone_is_lower(&self) -> bool {
+        self.zone_labels()
+            .all(|l| !l.iter().any(u8::is_ascii_uppercase))
+    }
+}
+
+fn split<'q>(qname: &'q Name, lower: &'q Name, zone: &Name) -> Split<'q> {
+    let mut base: [&'q [u8]; 128] = [&[]; 128];
+    let mut n = 0;
+    if let Some(labels) = lower.strip_suffix_labels(zone) {
+        for l in labels {
+            if let Some(slot) = base.get_mut(n) {
+                *slot = l;
+                n += 1;
+            }
+        }
+    }
+    Split {
+        qname,
+        lower,
+        base,
+        n,
+    }
+}
+
+fn is_reverse(lower: &Name) -> bool {
+    let c = lower.label_count();
+    let mut it = lower.labels().skip(c.saturating_sub(2));
+    c >= 3
+        && matches!(
+            (it.next(), it.next()),
+            (Some(b"in-addr" | b"ip6"), Some(b"arpa"))
+        )
+}
+
+/// CoreDNS's `Services` result for one name and type.
+enum Svcs<'s, 'q> {
+    NameError,
+    Empty,
+    /// `ns.dns.<zone>`.
+    DefaultNs,
+    Found(Found<'s, 'q>),
+}
+
+/// A name the apex NS records point to.
+#[derive(Clone, Copy)]
+enum NsName<'s> {
+    /// `ns.dns.<zone>`.
+    Default,
+    /// The service (or its endpoint) that fronts this server.
+    Svc(Target<'s>),
+}
+
+/// A CNAME chain followed from the query name.
+struct CnameChain {
+    /// (owner, target), in order.
+    links: [(Name, Name); MAX_CHAIN],
+    len: usize,
+}
+
+impl CnameChain {
+    fn new() -> Self {
+        CnameChain {
+            links: [(Name::root(), Name::root()); MAX_CHAIN],
+            len: 0,
+        }
+    }
+    fn last_target(&self) -> Option<&Name> {
+        self.len.checked_sub(1).map(|i| &self.links[i].1)
+    }
+}
+
+/// Where a CNAME chain ends.
+enum Chase {
+    /// Nothing to answer (loop, broken chain, target without addresses).
+    Nothing,
+    /// The last target is inside the zone and has addresses.
+    Internal(CnameChain),
+    /// The last target is outside the zone: resolved through the rest of
+    /// the chain (when there is one).
+    External(CnameChain),
+}
+
+impl Kubernetes {
+    fn zone_for(&self, lower: &Name) -> Option<&Name> {
+        self.zones
+            .iter()
+            .filter(|z| lower.ends_with(z))
+            .max_by_key(|z| z.len())
+    }
+
+    fn falls_through(&self, lower: &Name) -> bool {
+        self.fall
+            .as_ref()
+            .is_some_and(|zones| zones.iter().any(|z| lower.ends_with(z)))
+    }
+
+    fn services<'s, 'q>(&self, snap: &'s Snapshot, s: &Split<'q>, qtype: Rtype) -> Svcs<'s, 'q> {
+        if s.base() == [&b"ns"[..], &b"dns"[..]] && s.zone_is_lower() {
+            return Svcs::DefaultNs;
+        }
+        match self
+            .opts
+            .records(snap, lookup::parse(s.base()), is_reverse(s.lower))
+        {
+            Records::NameError => Svcs::NameError,
+            Records::Empty => Svcs::Empty,
+            Records::Found(Found::External(_)) if qtype == Rtype::SRV => Svcs::Empty,
+            Records::Found(f) => Svcs::Found(f),
+        }
+    }
+
+    fn plan<'s, 'q>(&self, snap: &'s Snapshot, s: &Split<'q>, qtype: Rtype) -> Plan<'s, 'q> {
+        let from_services = |svcs: Svcs<'s, 'q>| match svcs {
+            Svcs::NameError => Plan::NameError,
+            _ => Plan::NoData,
+        };
+        match qtype {
+            Rtype::A | Rtype::AAAA => match self.services(snap, s, qtype) {
+                Svcs::NameError => Plan::NameError,
+                Svcs::Empty => Plan::NoData,
+                Svcs::DefaultNs => Plan::NsAddrs,
+                Svcs::Found(f) => Plan::Addrs(f),
+            },
+            Rtype::TXT => {
+                if s.base() == [&b"dns-version"[..]] {
+                    return Plan::Version;
+                }
+                let r = self
+                    .opts
+                    .records(snap, lookup::parse(s.base()), is_reverse(s.lower));
+                match r {
+                    Records::Found(_) => Plan::NoData,
+                    _ => Plan::NameError,
+                }
+            }
+            Rtype::CNAME => match self.services(snap, s, qtype) {
+                Svcs::Found(Found::External(svc)) => {
+                    svc.external_name().map_or(Plan::NoData, Plan::Cname)
+                }
+                other => from_services(other),
+            },
+            Rtype::PTR => {
+                if is_reverse(s.lower)
+                    && let Some(ip) = parse_reverse(s.lower)
+                {
+                    let mut any = false;
+                    self.ptr_targets(snap, ip, &mut |_| any = true);
+                    return if any { Plan::Ptr(ip) } else { Plan::NameError };
+                }
+                match self
+                    .opts
+                    .records(snap, lookup::parse(s.base()), is_reverse(s.lower))
+                {
+                    Records::NameError => Plan::NameError,
+                    _ => Plan::NoData,
+                }
+            }
+            Rtype::SRV => match self.services(snap, s, qtype) {
+                Svcs::Found(f) => Plan::Srv(f),
+                other => from_services(other),
+            },
+            Rtype::SOA => {
+                if s.n == 0 {
+                    Plan::Soa
+                } else {
+                    Plan::NoData
+                }
+            }
+            Rtype::NS if s.n == 0 && s.zone_is_lower() => Plan::Ns,
+            // MX and everything else: a fake A lookup decides NXDOMAIN
+            // versus NODATA.
+            _ => from_services(self.services(snap, s, Rtype::A)),
+        }
+    }
+
+    /// Calls `f` with every PTR target of `ip` (de-duplicated), CoreDNS
+    /// `serviceRecordForIP`: the first service with that ClusterIP, else
+    /// every ready endpoint with that address.
+    fn ptr_targets<'s>(&self, snap: &'s Snapshot, ip: IpAddr, f: &mut dyn FnMut(Target<'s>)) {
+        let exposed = |ns: &str| {
+            self.opts.namespaces.is_empty() || self.opts.namespace_exposed(snap, ns.as_bytes())
+        };
+        let hits = snap.reverse(ip);
+        for hit in snap.reverse(ip) {
+            if let ReverseHit::Service(svc) = hit
+                && exposed(svc.namespace())
+            {
+                f(Target {
+                    label: None,
+                    name: svc.name().as_bytes(),
+                    namespace: svc.namespace().as_bytes(),
+                    kind: b"svc",
+                });
+                return;
+            }
+        }
+        let target = |hit: ReverseHit<'s>| match hit {
+            ReverseHit::Endpoint {
+                namespace,
+                service,
+                endpoint,
+            } if exposed(namespace) => Some(Target {
+                label: Some(EpLabel::of(endpoint, self.opts.pod_names)),
+                name: service.as_bytes(),
+                namespace: namespace.as_bytes(),
+                kind: b"svc",
+            }),
+            _ => None,
+        };
+        for (i, hit) in hits.enumerate() {
+            if let Some(t) = target(hit) {
+                let dup = snap
+                    .reverse(ip)
+                    .take(i)
+                    .filter_map(target)
+                    .any(|prev| prev.same(&t));
+                if !dup {
+                    f(t);
+                }
+            }
+        }
+    }
+
+    /// CoreDNS `nsAddrs`: the services whose endpoints hold one of this
+    /// server's addresses, else `ns.dns.<zone>` with those addresses.
+    fn ns_addrs<'s>(&self, snap: &'s Snapshot, f: &mut dyn FnMut(NsName<'s>, IpAddr)) {
+        let mut found = false;
+        for local in &self.local_ips {
+            for hit in snap.reverse(*local) {
+                let ReverseHit::Endpoint {
+                    namespace, service, ..
+                } = hit
+                else {
+                    continue;
+                };
+                let Some(svc) = snap.service(namespace, service) else {
+                    continue;
+                };
+                found = true;
+                let t = Target {
+                    label: None,
+                    name: svc.name().as_bytes(),
+                    namespace: svc.namespace().as_bytes(),
+                    kind: b"svc",
+                };
+                if svc.is_headless() {
+                    if let Some(eps) = snap.endpoints(namespace, service) {
+                        for (_, ep) in eps.ready() {
+                            let label = Some(EpLabel::of(ep, self.opts.pod_names));
+                            f(NsName::Svc(Target { label, ..t }), ep.ip());
+                        }
+                    }
+                } else {
+                    for ip in svc.cluster_ips() {
+                        f(NsName::Svc(t), *ip);
+                    }
+                }
+            }
+        }
+        if !found {
+            for ip in &self.local_ips {
+                f(NsName::Default, *ip);
+            }
+        }
+    }
+
+    fn ns_name(&self, n: NsName<'_>, s: &Split<'_>) -> Option<Name> {
+        match n {
+            NsName::Default => {
+                Name::from_labels([&b"ns"[..], b"dns"].into_iter().chain(s.zone_labels())).ok()
+            }
+            NsName::Svc(t) => t.name(s.zone_labels()),
+        }
+    }
+
+    /// Follows an ExternalName's CNAME chain (CoreDNS `plugin.A`'s CNAME
+    /// branch): inside the zone it is resolved here; outside it needs the
+    /// rest of the chain.
+    fn chase(
+        &self,
+        snap: &Snapshot,
+        s: &Split<'_>,
+        zone: &Name,
+        qtype: Rtype,
+        first: &str,
+    ) -> Chase {
+        let mut chain = CnameChain::new();
+        let mut owner_lower = *s.lower;
+        let mut owner = *s.qname;
+        let mut ext = first;
+        loop {
+            let Ok(target) = Name::from_ascii(ext) else {
+                return Chase::Nothing;
+            };
+            // x CNAME x (or a name below x) is a loop; so is a repeated target.
+            if target.ends_with(&owner_lower)
+                || chain.len >= MAX_CHAIN
+                || chain.links[..chain.len]
+                    .iter()
+                    .any(|(_, t)| t.as_wire() == target.as_wire())
+            {
+                return Chase::Nothing;
+            }
+            chain.links[chain.len] = (owner, target);
+            chain.len += 1;
+            if !target.ends_with(zone) {
+                return Chase::External(chain);
+            }
+            let lower = target.to_lowercase();
+            let s2 = split(&target, &lower, zone);
+            match self.services(snap, &s2, qtype) {
+                Svcs::Found(Found::External(svc)) => match svc.external_name() {
+                    Some(next) => {
+                        ext = next;
+                        owner = target;
+                        owner_lower = lower;
+                    }
+                    None => return Chase::Nothing,
+                },
+                Svcs::Found(f) => {
+                    let mut any = false;
+                    f.each(&mut |e| {
+                        if let Host::Ip(ip) = e.host {
+                            any |= family_of(qtype, ip);
+                        }
+                    });
+                    return if any {
+                        Chase::Internal(chain)
+                    } else {
+                        Chase::Nothing
+                    };
+                }
+                Svcs::DefaultNs => {
+                    let mut any = false;
+                    self.ns_addrs(snap, &mut |_, ip| any |= family_of(qtype, ip));
+                    return if any {
+                        Chase::Internal(chain)
+                    } else {
+                        Chase::Nothing
+                    };
+                }
+                Svcs::NameError | Svcs::Empty => return Chase::Nothing,
+            }
+        }
+    }
+
+    /// Writes the A/AAAA records of `found` (CoreDNS `plugin.A`/`AAAA`)
+    /// with `owner`; returns an out-of-zone CNAME chain to finish.
+    fn push_addrs(
+        &self,
+        b: &mut MessageBuilder<'_>,
+        snap: &Snapshot,
+        s: &Split<'_>,
+        zone: &Name,
+        qtype: Rtype,
+        found: &Found<'_, '_>,
+    ) -> Option<CnameChain> {
+        if let Found::External(svc) = found {
+            let ext = svc.external_name()?;
+            return match self.chase(snap, s, zone, qtype, ext) {
+                Chase::Nothing => None,
+                Chase::External(chain) => Some(chain),
+                Chase::Internal(chain) => {
+                    self.push_cnames(b, &chain);
+                    let target = *chain.last_target()?;
+                    let lower = target.to_lowercase();
+                    let s2 = split(&target, &lower, zone);
+                    match self.services(snap, &s2, qtype) {
+                        Svcs::Found(f) => self.push_ips(b, &target, qtype, &f),
+                        Svcs::DefaultNs => self.push_ns_addrs(b, snap, &target, qtype),
+                        _ => {}
+                    }
+                    None
+                }
+            };
+        }
+        self.push_ips(b, s.qname, qtype, found);
+        None
+    }
+
+    fn push_cnames(&self, b: &mut MessageBuilder<'_>, chain: &CnameChain) {
+        for (owner, target) in &chain.links[..chain.len] {
+            let _ = b.push(
+                Section::Answer,
+                owner,
+                Class::IN,
+                self.ttl,
+                &RData::Cname(target),
+            );
+        }
+    }
+
+    fn push_ips(
+        &self,
+        b: &mut MessageBuilder<'_>,
+        owner: &Name,
+        qtype: Rtype,
+        found: &Found<'_, '_>,
+    ) {
+        SCRATCH.with(|sc| {
+            let Ok(mut sc) = sc.try_borrow_mut() else {
+                return;
+            };
+            sc.ips.clear();
+            found.each(&mut |e| {
+                if let Host::Ip(ip) = e.host
+                    && family_of(qtype, ip)
+                    && sc.ips.insert(ip)
+                {
+                    let _ = b.push(Section::Answer, owner, Class::IN, self.ttl, &addr_rdata(ip));
+                }
+            });
+        });
+    }
+
+    fn push_ns_addrs(
+        &self,
+        b: &mut MessageBuilder<'_>,
+        snap: &Snapshot,
+        owner: &Name,
+        qtype: Rtype,
+    ) {
+        self.ns_addrs(snap, &mut |_, ip| {
+            let ip = lookup::host_ip(ip);
+            if family_of(qtype, ip) {
+                let _ = b.push(Section::Answer, owner, Class::IN, self.ttl, &addr_rdata(ip));
+            }
+        });
+    }
+
+    fn push_srv(&self, b: &mut MessageBuilder<'_>, s: &Split<'_>, found: &Found<'_, '_>) {
+        let mut n = 0u32;
+        found.each(&mut |_| n += 1);
+        // CoreDNS: 100 / (100 × N) × 100, floored, at least 1.
+        let w = (100.0 / (100.0 * f64::from(n.max(1))) * 100.0).floor();
+        let weight = if w < 1.0 { 1 } else { w as u16 };
+        SCRATCH.with(|sc| {
+            let Ok(mut sc) = sc.try_borrow_mut() else {
+                return;
+            };
+            let sc = &mut *sc;
+            sc.srv.clear();
+            found.each(&mut |e| {
+                let Some(port) = e.port else { return };
+                if !sc.srv.insert((label_key(&e.target), port)) {
+                    return;
+                }
+                if let Some(target) = e.target.name(s.zone_labels()) {
+                    let rd = RData::Srv {
+                        priority: 0,
+                        weight,
+                        port,
+                        target: &target,
+                    };
+                    let _ = b.push(Section::Answer, s.qname, Class::IN, self.ttl, &rd);
+                }
+            });
+            if b.counts()[1] == 0 {
+                return;
+            }
+            sc.extra.clear();
+            found.each(&mut |e| {
+                let (Some(_), Host::Ip(ip)) = (e.port, e.host) else {
+                    return;
+                };
+                if !sc.extra.insert((label_key(&e.target), ip)) {
+                    return;
+                }
+                if let Some(target) = e.target.name(s.zone_labels()) {
+                    let _ = b.push(
+                        Section::Additional,
+                        &target,
+                        Class::IN,
+                        self.ttl,
+                        &addr_rdata(ip),
+                    );
+                }
+            });
+        });
+    }
+
+    fn push_soa(
+        &self,
+        b: &mut MessageBuilder<'_>,
+        section: Section,
+        snap: &Snapshot,
+        s: &Split<'_>,
+    ) {
+        let zone = s.zone_name();
+        let mname = Name::from_labels([&b"ns"[..], b"dns"].into_iter().chain(s.zone_labels()));
+        let rname = zone.prepend_label(b"hostmaster");
+        let (Ok(mname), Ok(rname)) = (mname, rname) else {
+            return;
+        };
+        let rd = RData::Soa {
+            mname: &mname,
+            rname: &rname,
+            serial: snap.serial(),
+            refresh: 7200,
+            retry: 1800,
+            expire: 86400,
+            minimum: self.ttl,
+        };
+        let _ = b.push(section, &zone, Class::IN, self.ttl.min(300), &rd);
+    }
+
+    /// NXDOMAIN (or SERVFAIL before the first sync) with the SOA.
+    fn write_negative(
+        &self,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        snap: &Snapshot,
+        s: &Split<'_>,
+        rcode: Rcode,
+    ) {
+        let mut b = w.reply(req);
+        b.set_aa(true);
+        b.set_rcode(rcode);
+        self.push_soa(&mut b, Section::Authority, snap, s);
+        b.finish();
+    }
+
+    /// Writes the reply for a positive plan. Returns the out-of-zone CNAME
+    /// chain of an ExternalName when the caller should resolve its target.
+    fn write_plan(
+        &self,
+        b: &mut MessageBuilder<'_>,
+        snap: &Snapshot,
+        s: &Split<'_>,
+        zone: &Name,
+        qtype: Rtype,
+        plan: &Plan<'_, '_>,
+    ) -> Option<CnameChain> {
+        b.set_aa(true);
+        let mut pending = None;
+        match plan {
+            Plan::NameError | Plan::NoData => {}
+            Plan::Addrs(f) => pending = self.push_addrs(b, snap, s, zone, qtype, f),
+            Plan::NsAddrs => self.push_ns_addrs(b, snap, s.qname, qtype),
+            Plan::Version => {
+                let txt: [&[u8]; 1] = [DNS_SCHEMA_VERSION.as_bytes()];
+                let _ = b.push(
+                    Section::Answer,
+                    s.qname,
+                    Class::IN,
+                    DNS_VERSION_TTL,
+                    &RData::Txt(&txt),
+                );
+            }
+            Plan::Cname(target) => {
+                if let Ok(t) = Name::from_ascii(target) {
+                    let _ = b.push(
+                        Section::Answer,
+                        s.qname,
+                        Class::IN,
+                        self.ttl,
+                        &RData::Cname(&t),
+                    );
+                }
+            }
+            Plan::Srv(f) => self.push_srv(b, s, f),
+            Plan::Ptr(ip) => {
+                self.ptr_targets(snap, *ip, &mut |t| {
+                    if let Some(name) = t.name(self.primary.labels()) {
+                        let _ = b.push(
+                            Section::Answer,
+                            s.qname,
+                            Class::IN,
+                            self.ttl,
+                            &RData::Ptr(&name),
+                        );
+                    }
+                });
+            }
+            Plan::Soa => self.push_soa(b, Section::Answer, snap, s),
+            Plan::Ns => self.push_ns(b, snap, s),
+        }
+        pending
+    }
+
+    fn push_ns(&self, b: &mut MessageBuilder<'_>, snap: &Snapshot, s: &Split<'_>) {
+        let mut seen = [Name::root(); 8];
+        let mut n = 0;
+        self.ns_addrs(snap, &mut |name, _| {
+            let Some(target) = self.ns_name(name, s) else {
+                return;
+            };
+            if seen[..n].iter().any(|x| x.as_wire() == target.as_wire()) {
+                return;
+            }
+            if let Some(slot) = seen.get_mut(n) {
+                *slot = target;
+                n += 1;
+            }
+            let _ = b.push(
+                Section::Answer,
+                s.qname,
+                Class::IN,
+                self.ttl,
+                &RData::Ns(&target),
+            );
+        });
+        if n == 0 {
+            return;
+        }
+        self.ns_addrs(snap, &mut |name, ip| {
+            if let Some(target) = self.ns_name(name, s) {
+                let ip = lookup::host_ip(ip);
+                let _ = b.push(
+                    Section::Additional,
+                    &target,
+                    Class::IN,
+                    self.ttl,
+                    &addr_rdata(ip),
+                );
+            }
+        });
+    }
+
+    /// The synchronous answer. `Err(chain)`: an ExternalName's target is
+    /// outside the zone and the rest of the chain should resolve it.
+    fn answer(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Result<Flow, Box<CnameChain>> {
+        let lower = req.qname_lower();
+        let Some(zone) = self.zone_for(lower) else {
+            return Ok(Flow::Next);
+        };
+        let qtype = req.qtype();
+        if qtype == Rtype::AXFR || qtype == Rtype::IXFR {
+            w.write_error(req, Rcode::REFUSED);
+            return Ok(Flow::Answered);
+        }
+        let s = split(req.qname(), lower, zone);
+        let snap = self.snapshots.load();
+        let plan = self.plan(&snap, &s, qtype);
+        if let Plan::NameError = plan {
+            if self.falls_through(lower) {
+                return Ok(Flow::Next);
+            }
+            let rcode = if snap.synced() {
+                Rcode::NXDOMAIN
+            } else {
+                Rcode::SERVFAIL
+            };
+            self.write_negative(req, w, &snap, &s, rcode);
+            return Ok(Flow::Answered);
+        }
+        let mut b = w.reply(req);
+        let pending = self.write_plan(&mut b, &snap, &s, zone, qtype, &plan);
+        if let Some(chain) = pending {
+            if self.tail.get().is_some_and(|t| !t.plugins().is_empty()) {
+                return Err(Box::new(chain));
+            }
+            self.push_cnames(&mut b, &chain);
+        }
+        if b.counts()[1] == 0 {
+            self.push_soa(&mut b, Section::Authority, &snap, &s);
+        }
+        b.finish();
+        Ok(Flow::Answered)
+    }
+}
+
+fn family_of(qtype: Rtype, ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(_) => qtype == Rtype::A,
+        IpAddr::V6(_) => qtype == Rtype::AAAA,
+    }
+}
+
+fn addr_rdata(ip: IpAddr) -> RData<'static> {
+    match ip {
+        IpAddr::V4(v4) => RData::A(v4),
+        IpAddr::V6(v6) => RData::Aaaa(v6),
+    }
+}
+
+impl Plugin for Kubernetes {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        match self.answer(req, w) {
+            Ok(flow) => flow,
+            Err(_) => Flow::Async,
+        }
+    }
+
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> BoxFuture<'a, Flow> {
+        Box::pin(async move {
+            let chain = match self.answer(req, w) {
+                Ok(flow) => return flow,
+                Err(chain) => chain,
+            };
+            let Some(target) = chain.last_target().copied() else {
+                return Flow::Answered;
+            };
+            let upstream = match self.tail.get() {
+                Some(tail) => upstream::lookup(tail, req, &target, req.qtype()).await,
+                None => None,
+            };
+            upstream::write(
+                w,
+                req,
+                self.ttl,
+                &chain.links[..chain.len],
+                upstream.as_deref(),
+            );
+            Flow::Answered
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,413 @@
+//! Corefile options (CoreDNS `setup.go ParseStanza`) and start-up: the
+//! watch (or the `snapshot` file), readiness, and the wait for the first
+//! sync.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
+use clusterdns_k8s::{ClientSource, Index, TlsFiles, Watch, WatchConfig, yaml};
+use clusterdns_plugin::{ChainTail, SetupCtx};
+use clusterdns_wire::Name;
+use parking_lot::Mutex;
+
+use super::lookup::{LookupOpts, PodMode};
+use super::metrics::MetricsHooks;
+use super::{Kubernetes, NAME};
+
+/// Default `ttl`.
+pub const DEFAULT_TTL: u32 = 5;
+/// Default `startup_timeout`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Everything the Corefile says.
+#[derive(Debug)]
+struct Options {
+    zones: Vec<String>,
+    endpoint: Option<String>,
+    tls: Option<TlsFiles>,
+    kubeconfig: Option<(PathBuf, Option<String>)>,
+    namespaces: Vec<String>,
+    namespace_labels: Option<String>,
+    labels: Option<String>,
+    pods: PodMode,
+    pod_names: bool,
+    ttl: u32,
+    noendpoints: bool,
+    fall: Option<Vec<Name>>,
+    ignore_empty_service: bool,
+    startup_timeout: Duration,
+    snapshot: Option<PathBuf>,
+}
+
+fn zone_list<'a>(
+    d: &Directive,
+    args: impl Iterator<Item = &'a str>,
+) -> Result<Vec<String>, ConfigError> {
+    let mut out: Vec<String> = Vec::new();
+    for a in args {
+        let zs = normalize_zones(a).map_err(|e| d.err(e))?;
+        for z in zs {
+            if !out.contains(&z) {
+                out.push(z);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn names(d: &Directive, zones: &[String]) -> Result<Vec<Name>, ConfigError> {
+    zones
+        .iter()
+        .map(|z| {
+            Name::from_ascii(z)
+                .map(|n| n.to_lowercase())
+                .map_err(|e| d.err(format!("invalid zone {z:?}: {e}")))
+        })
+        .collect()
+}
+
+/// CoreDNS `dnsutil.IsReverse` on a zone: at least one label before
+/// `in-addr.arpa.` or `ip6.arpa.`.
+fn is_reverse_zone(z: &str) -> bool {
+    z.ends_with(".in-addr.arpa.") || z.ends_with(".ip6.arpa.")
+}
+
+fn non_negative(p: &Directive, args: &[&str]) -> Result<(), ConfigError> {
+    let [a] = args else {
+        return Err(p.arg_err());
+    };
+    match a.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(()),
+        _ => Err(p.err(format!(
+            "{} must be a non-negative number: '{a}'",
+            p.name.text
+        ))),
+    }
+}
+
+fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
+    let zones = if d.args.is_empty() {
+        ctx.zones()
+    } else {
+        zone_list(d, d.arg_texts())?
+    };
+    let mut o = Options {
+        zones,
+        endpoint: None,
+        tls: None,
+        kubeconfig: None,
+        namespaces: Vec::new(),
+        namespace_labels: None,
+        labels: None,
+        pods: PodMode::Disabled,
+        pod_names: false,
+        ttl: DEFAULT_TTL,
+        noendpoints: false,
+        fall: None,
+        ignore_empty_service: false,
+        startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        snapshot: None,
+    };
+    let path = |s: &str| {
+        let p = PathBuf::from(s);
+        if p.is_absolute() {
+            p
+        } else {
+            ctx.config_dir.join(p)
+        }
+    };
+    for p in &d.block {
+        let args: Vec<&str> = p.arg_texts().collect();
+        match p.name.text.as_str() {
+            "endpoint" => {
+                let Some(first) = args.first() else {
+                    return Err(p.arg_err());
+                };
+                if args.len() > 1 {
+                    clusterdns_plugin::warning!(
+                        NAME,
+                        "multiple endpoints have been deprecated, please specify a single endpoint"
+                    );
+                }
+                o.endpoint = Some((*first).to_string());
+            }
+            "tls" => {
+                let [cert, key, ca] = args.as_slice() else {
+                    return Err(p.arg_err());
+                };
+                o.tls = Some(TlsFiles {
+                    cert: path(cert),
+                    key: path(key),
+                    ca: path(ca),
+                });
+            }
+            "kubeconfig" => match args.as_slice() {
+                [file] => o.kubeconfig = Some((path(file), None)),
+                [file, context] => o.kubeconfig = Some((path(file), Some((*context).to_string()))),
+                _ => return Err(p.arg_err()),
+            },
+            "namespaces" => {
+                if args.is_empty() {
+                    return Err(p.arg_err());
+                }
+                o.namespaces.extend(args.iter().map(|a| (*a).to_string()));
+            }
+            "namespace_labels" | "labels" => {
+                if args.is_empty() {
+                    return Err(p.arg_err());
+                }
+                let sel = args.join(" ");
+                if !valid_selector(&sel) {
+                    return Err(p.err(format!("unable to parse label selector value: '{sel}'")));
+                }
+                if p.name.text == "labels" {
+                    o.labels = Some(sel);
+                } else {
+                    o.namespace_labels = Some(sel);
+                }
+            }
+            "pods" => {
+                let [mode] = args.as_slice() else {
+                    return Err(p.arg_err());
+                };
+                o.pods = match *mode {
+                    "disabled" => PodMode::Disabled,
+                    "insecure" => PodMode::Insecure,
+                    "verified" => PodMode::Verified,
+                    other => {
+                        return Err(p.err(format!(
+                            "wrong value for pods: {other},  must be one of: disabled, verified, insecure"
+                        )));
+                    }
+                };
+            }
+            "endpoint_pod_names" => {
+                if !args.is_empty() {
+                    return Err(p.arg_err());
+                }
+                o.pod_names = true;
+            }
+            "ttl" => {
+                let Some(a) = args.first() else {
+                    return Err(p.arg_err());
+                };
+                let Ok(t) = a.parse::<i64>() else {
+                    return Err(p.err(format!("strconv.Atoi: parsing \"{a}\": invalid syntax")));
+                };
+                if !(0..=3600).contains(&t) {
+                    return Err(p.err(format!("ttl must be in range [0, 3600]: {t}")));
+                }
+                o.ttl = u32::try_from(t).unwrap_or(DEFAULT_TTL);
+            }
+            "noendpoints" => {
+                if !args.is_empty() {
+                    return Err(p.arg_err());
+                }
+                o.noendpoints = true;
+            }
+            "fallthrough" => {
+                let zones = if args.is_empty() {
+                    vec![".".to_string()]
+                } else {
+                    zone_list(p, args.iter().copied())?
+                };
+                o.fall = Some(names(p, &zones)?);
+            }
+            "ignore" => {
+                let Some(a) = args.first() else {
+                    return Err(p.arg_err());
+                };
+                if *a != "empty_service" {
+                    return Err(p.err(format!("unable to parse ignore value: '{a}'")));
+                }
+                o.ignore_empty_service = true;
+            }
+            "startup_timeout" => {
+                let [a] = args.as_slice() else {
+                    return Err(p.arg_err());
+                };
+                o.startup_timeout =
+                    clusterdns_plugin::duration::parse_go(a).map_err(|e| p.err(e.0.clone()))?;
+            }
+            "apiserver_qps" | "apiserver_burst" | "apiserver_max_inflight" => {
+                non_negative(p, &args)?
+            }
+            "snapshot" => {
+                let [file] = args.as_slice() else {
+                    return Err(p.arg_err());
+                };
+                o.snapshot = Some(path(file));
+            }
+            "multicluster" | "zonal" => {
+                return Err(p.err(format!("{} is not supported", p.name.text)));
+            }
+            other => return Err(p.err(format!("unknown property '{other}'"))),
+        }
+    }
+    if !o.namespaces.is_empty() && o.namespace_labels.is_some() {
+        return Err(d.err("namespaces and namespace_labels cannot both be set"));
+    }
+    Ok(o)
+}
+
+/// A loose check of a label selector (`k=v`, `k!=v`, `k in (a,b)`, `!k`,
+/// `k`); the API server has the last word.
+fn valid_selector(s: &str) -> bool {
+    !s.trim().is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b" =!,()-_./".contains(&b))
+}
+
+/// This server's own non-loopback addresses, as CoreDNS's `boundIPs`:
+/// with `bind`, CoreDNS parses the listen hosts as CIDRs, which plain
+/// addresses are not, so it finds none; without, every interface address.
+fn local_ips(ctx: &SetupCtx<'_>) -> Vec<IpAddr> {
+    if !ctx.bind.is_empty() {
+        return Vec::new();
+    }
+    interface_addrs()
+        .into_iter()
+        .filter(|ip| !ip.is_loopback())
+        .collect()
+}
+
+/// Every address of every interface.
+fn interface_addrs() -> Vec<IpAddr> {
+    crate::bind::interfaces()
+        .map(|ifs| ifs.into_iter().flat_map(|i| i.addrs).collect())
+        .unwrap_or_default()
+}
+
+/// The *kubernetes* setup.
+pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
+    if dirs.len() > 1 {
+        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
+    }
+    let d = dirs[0];
+    let o = parse(ctx, d)?;
+    let Some(primary) = o.zones.iter().find(|z| !is_reverse_zone(z)) else {
+        return Err(d.err("non-reverse zone name must be used"));
+    };
+    let zone_names = names(d, &o.zones)?;
+    let primary = Name::from_ascii(primary)
+        .map(|n| n.to_lowercase())
+        .map_err(|e| d.err(e.to_string()))?;
+
+    let hooks = Arc::new(MetricsHooks::new(&ctx.shared.metrics));
+    let mut index = Index::with_hooks(hooks);
+    if let Some(file) = &o.snapshot {
+        yaml::load_file(&mut index, file)
+            .map_err(|e| d.err(format!("snapshot {}: {e}", file.display())))?;
+    }
+    let snapshots = index.snapshots();
+
+    let tail = ChainTail::default();
+    let plugin = Kubernetes {
+        zones: zone_names,
+        primary,
+        fall: o.fall.clone(),
+        ttl: o.ttl,
+        opts: LookupOpts {
+            namespaces: o.namespaces.clone(),
+            pods: o.pods,
+            pod_names: o.pod_names,
+            ignore_empty_service: o.ignore_empty_service,
+        },
+        snapshots: snapshots.clone(),
+        local_ips: local_ips(ctx),
+        tail: tail.clone(),
+    };
+    ctx.add_plugin(Arc::new(plugin));
+    ctx.bind_tail(&tail);
+    let ready = snapshots.clone();
+    ctx.add_ready(NAME, Arc::new(move || ready.is_synced()));
+
+    if o.snapshot.is_some() {
+        return Ok(());
+    }
+    let source =
+        ClientSource::from_options(o.endpoint.clone(), o.tls.clone(), o.kubeconfig.clone());
+    let config = WatchConfig {
+        namespaces: o.namespaces.clone(),
+        labels: o.labels.clone(),
+        namespace_labels: o.namespace_labels.clone(),
+        watch_namespaces: true,
+        endpoints: !o.noendpoints,
+        pods: o.pods == PodMode::Verified,
+        ..WatchConfig::default()
+    };
+    let slot: Arc<Mutex<Option<Watch>>> = Arc::default();
+    let pending = Arc::new(Mutex::new(Some(index)));
+    let start_slot = slot.clone();
+    let timeout = o.startup_timeout;
+    ctx.shared.on_startup.push(Box::new(move || {
+        let index = pending
+            .lock()
+            .take()
+            .ok_or("plugin/kubernetes: started twice")?;
+        start(source, config, index, &start_slot, snapshots, timeout)
+    }));
+    ctx.shared.on_shutdown.push(Box::new(move || {
+        if let Some(w) = slot.lock().take() {
+            w.abort();
+        }
+        Ok(())
+    }));
+    Ok(())
+}
+
+/// Builds the client, starts the watch, and waits up to `timeout` for the
+/// first sync (CoreDNS `onStart`), logging as CoreDNS does.
+fn start(
+    source: ClientSource,
+    config: WatchConfig,
+    index: Index,
+    slot: &Mutex<Option<Watch>>,
+    snapshots: clusterdns_k8s::Snapshots,
+    timeout: Duration,
+) -> Result<(), String> {
+    let rt = tokio::runtime::Handle::try_current()
+        .map_err(|_| "plugin/kubernetes: no runtime to run the watch on".to_string())?;
+    let multi = rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    let client = if multi {
+        tokio::task::block_in_place(|| rt.block_on(source.client()))
+    } else {
+        return Err("plugin/kubernetes: needs a multi-threaded runtime".to_string());
+    }
+    .map_err(|e| format!("plugin/kubernetes: {e}"))?;
+    let watch = {
+        let _guard = rt.enter();
+        Watch::spawn_with(client, &config, index)
+    };
+    *slot.lock() = Some(watch);
+    if timeout.is_zero() {
+        return Ok(());
+    }
+    let synced = tokio::task::block_in_place(|| {
+        rt.block_on(async {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut log_tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                if snapshots.wait_synced(Duration::from_millis(100)).await {
+                    return true;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return false;
+                }
+                tokio::select! {
+                    _ = log_tick.tick() => {
+                        clusterdns_plugin::info!(NAME, "waiting for Kubernetes API before starting server");
+                    }
+                    _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+                }
+            }
+        })
+    });
+    if !synced {
+        clusterdns_plugin::warning!(NAME, "starting server with unsynced Kubernetes API");
+    }
+    Ok(())
+}

@@ -1,0 +1,777 @@
+//! Unit tests of *kubernetes*: setup table, and answers from an index
+//! loaded from `testdata/objects.yaml` (the fixture the binary and
+//! differential tests use too), checked as zone-file text.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use clusterdns_plugin::Plugin;
+use clusterdns_plugin::testing::{self, Reply};
+use clusterdns_wire::{Rcode, Rtype};
+
+use super::DEF;
+use crate::whoami::Whoami;
+use crate::whoami::testutil::{run, setup_err, setup_in};
+
+/// The shared fixture.
+pub(crate) const OBJECTS: &str = include_str!("testdata/objects.yaml");
+
+/// What every cluster has, plus a pod with an IP (for `pods verified`).
+const BASE: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: default}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: kube-system}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kubernetes, namespace: default}
+spec:
+  clusterIP: 10.96.0.1
+  ports: [{name: https, port: 443, protocol: TCP}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pod-b, namespace: kplug}
+spec: {containers: [{name: c, image: x}]}
+status: {phase: Running, podIP: 10.244.7.11, podIPs: [{ip: 10.244.7.11}]}
+---
+"#;
+
+/// Sets up `kubernetes` with `options` on the fixture; `next`: add whoami
+/// after it (to see fallthrough).
+fn plugins_with(options: &str, next: bool) -> Vec<Arc<dyn Plugin>> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), format!("{BASE}{OBJECTS}")).unwrap();
+    let cf = format!(
+        ".:53 {{\n kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  snapshot cluster.yaml\n{options}\n }}\n}}"
+    );
+    let r = setup_in(DEF, &cf, dir.path()).unwrap_or_else(|e| panic!("{cf}: {e}"));
+    let mut v = r.plugins;
+    if next {
+        v.push(Arc::new(Whoami));
+    }
+    v
+}
+
+fn plugins(options: &str) -> Vec<Arc<dyn Plugin>> {
+    plugins_with(options, false)
+}
+
+fn ask(p: &[Arc<dyn Plugin>], name: &str, qtype: Rtype) -> Reply {
+    run(p, &testing::query(name, qtype))
+}
+
+/// Asserts rcode and answer (zone-file lines, in order); negative replies
+/// must carry the SOA.
+#[track_caller]
+fn check(p: &[Arc<dyn Plugin>], name: &str, qtype: Rtype, rcode: Rcode, answer: &[&str]) -> Reply {
+    let r = ask(p, name, qtype);
+    assert_eq!(r.rcode, rcode, "{name} {qtype}: {r:#?}");
+    assert_eq!(r.answer, answer, "{name} {qtype}");
+    assert!(r.header.aa(), "{name} {qtype}: AA");
+    if answer.is_empty() {
+        assert_eq!(
+            r.authority.len(),
+            1,
+            "{name} {qtype}: SOA in authority: {r:#?}"
+        );
+        assert!(r.authority[0].contains("\tSOA\t"), "{r:#?}");
+    }
+    r
+}
+
+const NX: Rcode = Rcode::NXDOMAIN;
+const OK: Rcode = Rcode::NOERROR;
+
+const Z: &str = "cluster.local.";
+
+fn n(name: &str) -> String {
+    format!("{name}.{Z}")
+}
+
+#[test]
+fn cluster_ip_services() {
+    let p = plugins("");
+    check(
+        &p,
+        &n("svc1.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.1"],
+    );
+    // Wrong family: NODATA.
+    check(&p, &n("svc1.kplug.svc"), Rtype::AAAA, OK, &[]);
+    check(
+        &p,
+        &n("dual.kplug.svc"),
+        Rtype::AAAA,
+        OK,
+        &["dual.kplug.svc.cluster.local.\t5\tIN\tAAAA\tfd00:10:96::7702"],
+    );
+    check(
+        &p,
+        &n("dual.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["dual.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.2"],
+    );
+    check(&p, &n("v6only.kplug.svc"), Rtype::A, OK, &[]);
+    // Unknown service, namespace, and bad grammar: NXDOMAIN.
+    check(&p, &n("nope.kplug.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("svc1.nons.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("svc1.kplug"), Rtype::A, NX, &[]);
+    check(&p, &n("a.b.c.svc1.kplug.svc"), Rtype::A, NX, &[]);
+    // Namespace, svc and apex: NODATA.
+    check(&p, &n("kplug.svc"), Rtype::A, OK, &[]);
+    check(&p, &n("svc"), Rtype::A, OK, &[]);
+    check(&p, Z, Rtype::A, OK, &[]);
+    // A on a port name answers the ClusterIP (CoreDNS quirk); an unknown port is NXDOMAIN.
+    check(
+        &p,
+        &n("_http._tcp.svc1.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["_http._tcp.svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.1"],
+    );
+    check(&p, &n("_http._udp.svc1.kplug.svc"), Rtype::A, NX, &[]);
+    // Endpoint names of a ClusterIP service come from its slices (ready only).
+    check(
+        &p,
+        &n("10-244-7-1.svc1.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["10-244-7-1.svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.1"],
+    );
+    check(&p, &n("10-244-7-2.svc1.kplug.svc"), Rtype::A, NX, &[]);
+}
+
+#[test]
+fn case_is_kept() {
+    let p = plugins("");
+    let r = check(
+        &p,
+        "SVC1.Kplug.SVC.Cluster.Local.",
+        Rtype::A,
+        OK,
+        &["SVC1.Kplug.SVC.Cluster.Local.\t5\tIN\tA\t10.96.77.1"],
+    );
+    assert!(r.additional.is_empty());
+    let r = check(&p, "nope.kplug.svc.CLUSTER.local.", Rtype::A, NX, &[]);
+    assert!(
+        r.authority[0].starts_with(
+            "CLUSTER.local.\t5\tIN\tSOA\tns.dns.CLUSTER.local. hostmaster.CLUSTER.local. "
+        ),
+        "{r:?}"
+    );
+    let r = check(
+        &p,
+        "_HTTP._tcp.svc1.kplug.svc.Cluster.Local.",
+        Rtype::SRV,
+        OK,
+        &[
+            "_HTTP._tcp.svc1.kplug.svc.Cluster.Local.\t5\tIN\tSRV\t0 100 80 svc1.kplug.svc.Cluster.Local.",
+        ],
+    );
+    assert_eq!(
+        r.additional,
+        ["svc1.kplug.svc.Cluster.Local.\t5\tIN\tA\t10.96.77.1"]
+    );
+}
+
+#[test]
+fn headless_services() {
+    let p = plugins("");
+    // Ready addresses of every slice, de-duplicated, slice by slice.
+    check(
+        &p,
+        &n("hdls.kplug.svc"),
+        Rtype::A,
+        OK,
+        &[
+            "hdls.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.10",
+            "hdls.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.11",
+            "hdls.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.14",
+        ],
+    );
+    check(
+        &p,
+        &n("hdls.kplug.svc"),
+        Rtype::AAAA,
+        OK,
+        &[
+            "hdls.kplug.svc.cluster.local.\t5\tIN\tAAAA\tfd00:10:244::7:20",
+            "hdls.kplug.svc.cluster.local.\t5\tIN\tAAAA\tfd00:10:244::",
+        ],
+    );
+    check(
+        &p,
+        &n("web-0.hdls.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["web-0.hdls.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.10"],
+    );
+    check(&p, &n("web-0.hdls.kplug.svc"), Rtype::AAAA, OK, &[]);
+    check(
+        &p,
+        &n("fd00-10-244--0.hdls.kplug.svc"),
+        Rtype::AAAA,
+        OK,
+        &["fd00-10-244--0.hdls.kplug.svc.cluster.local.\t5\tIN\tAAAA\tfd00:10:244::"],
+    );
+    // Not ready, terminating, no slices, unknown endpoint: NXDOMAIN.
+    check(&p, &n("10-244-7-12.hdls.kplug.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("10-244-7-13.hdls.kplug.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("notready.kplug.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("empty.kplug.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("web-1.hdls.kplug.svc"), Rtype::A, NX, &[]);
+    // The pod name is only a label with endpoint_pod_names.
+    check(&p, &n("pod-b.hdls.kplug.svc"), Rtype::A, NX, &[]);
+    let p = plugins("  endpoint_pod_names");
+    check(
+        &p,
+        &n("pod-b.hdls.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["pod-b.hdls.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.11"],
+    );
+    check(&p, &n("10-244-7-11.hdls.kplug.svc"), Rtype::A, NX, &[]);
+}
+
+#[test]
+fn srv_records() {
+    let p = plugins("");
+    let r = check(
+        &p,
+        &n("_http._tcp.hdls.kplug.svc"),
+        Rtype::SRV,
+        OK,
+        &[
+            "_http._tcp.hdls.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 16 80 web-0.hdls.kplug.svc.cluster.local.",
+            "_http._tcp.hdls.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 16 80 10-244-7-11.hdls.kplug.svc.cluster.local.",
+            "_http._tcp.hdls.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 16 80 10-244-7-14.hdls.kplug.svc.cluster.local.",
+            "_http._tcp.hdls.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 16 80 fd00-10-244--7-20.hdls.kplug.svc.cluster.local.",
+            "_http._tcp.hdls.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 16 80 fd00-10-244--0.hdls.kplug.svc.cluster.local.",
+        ],
+    );
+    assert_eq!(r.additional.len(), 5);
+    // Two ports of one address, weights from the candidate count (2 → 50).
+    let r = check(
+        &p,
+        &n("web-0.hdls.kplug.svc"),
+        Rtype::SRV,
+        OK,
+        &[
+            "web-0.hdls.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 80 web-0.hdls.kplug.svc.cluster.local.",
+            "web-0.hdls.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 443 web-0.hdls.kplug.svc.cluster.local.",
+        ],
+    );
+    assert_eq!(
+        r.additional,
+        ["web-0.hdls.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.10"]
+    );
+    // ClusterIP: every port on the bare name; unnamed ports have SRV there only.
+    check(
+        &p,
+        &n("svc1.kplug.svc"),
+        Rtype::SRV,
+        OK,
+        &[
+            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 80 svc1.kplug.svc.cluster.local.",
+            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 53 svc1.kplug.svc.cluster.local.",
+            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 8443 svc1.kplug.svc.cluster.local.",
+        ],
+    );
+    check(
+        &p,
+        &n("_dns._udp.svc1.kplug.svc"),
+        Rtype::SRV,
+        OK,
+        &[
+            "_dns._udp.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 100 53 svc1.kplug.svc.cluster.local.",
+        ],
+    );
+    check(&p, &n("_dns._tcp.svc1.kplug.svc"), Rtype::SRV, NX, &[]);
+    // Dual-stack: one SRV, weight 50, A and AAAA in additional.
+    let r = check(
+        &p,
+        &n("_http._tcp.dual.kplug.svc"),
+        Rtype::SRV,
+        OK,
+        &[
+            "_http._tcp.dual.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 50 80 dual.kplug.svc.cluster.local.",
+        ],
+    );
+    assert_eq!(
+        r.additional,
+        [
+            "dual.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.2",
+            "dual.kplug.svc.cluster.local.\t5\tIN\tAAAA\tfd00:10:96::7702",
+        ]
+    );
+    // Portless: NODATA for SRV, addresses for A.
+    check(&p, &n("portless.kplug.svc"), Rtype::SRV, OK, &[]);
+    check(
+        &p,
+        &n("portless.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["portless.kplug.svc.cluster.local.\t5\tIN\tA\t10.244.7.30"],
+    );
+    // ExternalName: NODATA for SRV, NXDOMAIN under it.
+    check(&p, &n("ext.kplug.svc"), Rtype::SRV, OK, &[]);
+    check(&p, &n("_http._tcp.ext.kplug.svc"), Rtype::SRV, NX, &[]);
+}
+
+#[test]
+fn external_names() {
+    let p = plugins("");
+    check(
+        &p,
+        &n("ext.kplug.svc"),
+        Rtype::CNAME,
+        OK,
+        &["ext.kplug.svc.cluster.local.\t5\tIN\tCNAME\text.example.com."],
+    );
+    // No chain after this plugin: the CNAME alone.
+    check(
+        &p,
+        &n("ext.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["ext.kplug.svc.cluster.local.\t5\tIN\tCNAME\text.example.com."],
+    );
+    // In-zone targets are resolved here, through chains.
+    check(
+        &p,
+        &n("ext-in.kplug.svc"),
+        Rtype::A,
+        OK,
+        &[
+            "ext-in.kplug.svc.cluster.local.\t5\tIN\tCNAME\tsvc1.kplug.svc.cluster.local.",
+            "svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.1",
+        ],
+    );
+    check(
+        &p,
+        &n("ext-chain.kplug.svc"),
+        Rtype::A,
+        OK,
+        &[
+            "ext-chain.kplug.svc.cluster.local.\t5\tIN\tCNAME\text-in.kplug.svc.cluster.local.",
+            "ext-in.kplug.svc.cluster.local.\t5\tIN\tCNAME\tsvc1.kplug.svc.cluster.local.",
+            "svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.1",
+        ],
+    );
+    // The target has no address of that family, or loops: NODATA.
+    check(&p, &n("ext-in.kplug.svc"), Rtype::AAAA, OK, &[]);
+    check(&p, &n("ext-loop.kplug.svc"), Rtype::A, OK, &[]);
+    check(
+        &p,
+        &n("ext-v6.kplug.svc"),
+        Rtype::AAAA,
+        OK,
+        &[
+            "ext-v6.kplug.svc.cluster.local.\t5\tIN\tCNAME\tv6only.kplug.svc.cluster.local.",
+            "v6only.kplug.svc.cluster.local.\t5\tIN\tAAAA\tfd00:10:96::7703",
+        ],
+    );
+    check(&p, &n("svc1.kplug.svc"), Rtype::CNAME, OK, &[]);
+}
+
+#[test]
+fn txt_soa_ns_and_other_types() {
+    let p = plugins("");
+    check(
+        &p,
+        &n("dns-version"),
+        Rtype::TXT,
+        OK,
+        &["dns-version.cluster.local.\t28800\tIN\tTXT\t\"1.1.0\""],
+    );
+    check(&p, &n("svc1.kplug.svc"), Rtype::TXT, OK, &[]);
+    check(&p, &n("nope.kplug.svc"), Rtype::TXT, NX, &[]);
+    // Names that are NODATA for A are NXDOMAIN for TXT.
+    check(&p, Z, Rtype::TXT, NX, &[]);
+    check(&p, &n("kplug.svc"), Rtype::TXT, NX, &[]);
+    check(&p, &n("dns-version"), Rtype::A, NX, &[]);
+    let r = ask(&p, Z, Rtype::SOA);
+    assert_eq!(r.answer.len(), 1);
+    assert!(r.answer[0].starts_with(
+        "cluster.local.\t5\tIN\tSOA\tns.dns.cluster.local. hostmaster.cluster.local. "
+    ));
+    assert!(r.answer[0].ends_with(" 7200 1800 86400 5"));
+    // SOA below the apex: NODATA, even for names that do not exist.
+    check(&p, &n("nope.kplug.svc"), Rtype::SOA, OK, &[]);
+    // MX, HINFO, NS below the apex: like A.
+    check(&p, &n("svc1.kplug.svc"), Rtype::MX, OK, &[]);
+    check(&p, &n("nope.kplug.svc"), Rtype::MX, NX, &[]);
+    check(&p, &n("nope.kplug.svc"), Rtype::HINFO, NX, &[]);
+    check(&p, &n("svc1.kplug.svc"), Rtype::NS, OK, &[]);
+    // AXFR reaching the plugin is refused.
+    assert_eq!(ask(&p, Z, Rtype::AXFR).rcode, Rcode::REFUSED);
+}
+
+#[test]
+fn apex_soa_ttl_is_capped() {
+    let p = plugins("  ttl 3600");
+    let r = ask(&p, &n("nope.kplug.svc"), Rtype::A);
+    assert!(
+        r.authority[0].starts_with("cluster.local.\t300\tIN\tSOA\t"),
+        "{r:?}"
+    );
+    assert!(r.authority[0].ends_with(" 3600"), "{r:?}");
+    check(
+        &p,
+        &n("svc1.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["svc1.kplug.svc.cluster.local.\t3600\tIN\tA\t10.96.77.1"],
+    );
+}
+
+#[test]
+fn reverse_lookups() {
+    let p = plugins("");
+    check(
+        &p,
+        "1.77.96.10.in-addr.arpa.",
+        Rtype::PTR,
+        OK,
+        &["1.77.96.10.in-addr.arpa.\t5\tIN\tPTR\tsvc1.kplug.svc.cluster.local."],
+    );
+    check(
+        &p,
+        "10.7.244.10.in-addr.arpa.",
+        Rtype::PTR,
+        OK,
+        &["10.7.244.10.in-addr.arpa.\t5\tIN\tPTR\tweb-0.hdls.kplug.svc.cluster.local."],
+    );
+    check(
+        &p,
+        "1.7.244.10.in-addr.arpa.",
+        Rtype::PTR,
+        OK,
+        &["1.7.244.10.in-addr.arpa.\t5\tIN\tPTR\t10-244-7-1.svc1.kplug.svc.cluster.local."],
+    );
+    check(&p, "2.7.244.10.in-addr.arpa.", Rtype::PTR, NX, &[]);
+    check(&p, "9.9.9.9.in-addr.arpa.", Rtype::PTR, NX, &[]);
+    check(&p, "7.96.10.in-addr.arpa.", Rtype::PTR, NX, &[]);
+    check(&p, "in-addr.arpa.", Rtype::PTR, OK, &[]);
+    check(&p, "1.77.96.10.in-addr.arpa.", Rtype::A, NX, &[]);
+    let v6 = clusterdns_wire::reverse_name("fd00:10:96::7702".parse().unwrap()).to_string();
+    check(
+        &p,
+        &v6,
+        Rtype::PTR,
+        OK,
+        &[&format!("{v6}\t5\tIN\tPTR\tdual.kplug.svc.cluster.local.")],
+    );
+    // PTR on forward names: NODATA when the name exists.
+    check(&p, &n("svc1.kplug.svc"), Rtype::PTR, OK, &[]);
+    check(&p, &n("nope.kplug.svc"), Rtype::PTR, NX, &[]);
+}
+
+#[test]
+fn pods() {
+    let p = plugins("");
+    check(&p, &n("10-244-7-11.kplug.pod"), Rtype::A, NX, &[]);
+    check(&p, &n("kplug.pod"), Rtype::A, NX, &[]);
+    let p = plugins("  pods insecure");
+    check(
+        &p,
+        &n("10-244-7-11.kplug.pod"),
+        Rtype::A,
+        OK,
+        &["10-244-7-11.kplug.pod.cluster.local.\t5\tIN\tA\t10.244.7.11"],
+    );
+    check(
+        &p,
+        &n("1-2-3-4.kplug.pod"),
+        Rtype::A,
+        OK,
+        &["1-2-3-4.kplug.pod.cluster.local.\t5\tIN\tA\t1.2.3.4"],
+    );
+    check(&p, &n("1-2-3-4.kplug.pod"), Rtype::AAAA, OK, &[]);
+    check(
+        &p,
+        &n("fd00--1.kplug.pod"),
+        Rtype::AAAA,
+        OK,
+        &["fd00--1.kplug.pod.cluster.local.\t5\tIN\tAAAA\tfd00::1"],
+    );
+    check(&p, &n("1-2-3-4.nons.pod"), Rtype::A, NX, &[]);
+    check(&p, &n("not-an-ip.kplug.pod"), Rtype::A, NX, &[]);
+    check(&p, &n("kplug.pod"), Rtype::A, OK, &[]);
+    check(&p, &n("pod"), Rtype::A, OK, &[]);
+    let r = check(
+        &p,
+        &n("1-2-3-4.kplug.pod"),
+        Rtype::SRV,
+        OK,
+        &["1-2-3-4.kplug.pod.cluster.local.\t5\tIN\tSRV\t0 100 0 1-2-3-4.kplug.pod.cluster.local."],
+    );
+    assert_eq!(
+        r.additional,
+        ["1-2-3-4.kplug.pod.cluster.local.\t5\tIN\tA\t1.2.3.4"]
+    );
+    let p = plugins("  pods verified");
+    check(
+        &p,
+        &n("10-244-7-11.kplug.pod"),
+        Rtype::A,
+        OK,
+        &["10-244-7-11.kplug.pod.cluster.local.\t5\tIN\tA\t10.244.7.11"],
+    );
+    check(&p, &n("10-244-7-11.default.pod"), Rtype::A, NX, &[]);
+    check(&p, &n("1-2-3-4.kplug.pod"), Rtype::A, NX, &[]);
+}
+
+#[test]
+fn options_change_answers() {
+    let p = plugins("  namespaces default");
+    check(&p, &n("svc1.kplug.svc"), Rtype::A, NX, &[]);
+    check(
+        &p,
+        &n("kubernetes.default.svc"),
+        Rtype::A,
+        OK,
+        &["kubernetes.default.svc.cluster.local.\t5\tIN\tA\t10.96.0.1"],
+    );
+    check(&p, "1.77.96.10.in-addr.arpa.", Rtype::PTR, NX, &[]);
+    let p = plugins("  noendpoints");
+    // A snapshot file holds what it holds; noendpoints only stops the watch.
+    check(
+        &p,
+        &n("svc1.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.1"],
+    );
+    let p = plugins("  ignore empty_service");
+    check(&p, &n("kubernetes.default.svc"), Rtype::A, NX, &[]);
+    check(
+        &p,
+        &n("svc1.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.1"],
+    );
+    check(
+        &p,
+        &n("ext.kplug.svc"),
+        Rtype::CNAME,
+        OK,
+        &["ext.kplug.svc.cluster.local.\t5\tIN\tCNAME\text.example.com."],
+    );
+}
+
+#[test]
+fn fallthrough() {
+    let fell = |r: &Reply| r.rcode == OK && r.answer.is_empty() && r.additional.len() == 2;
+    let p = plugins_with("  fallthrough", true);
+    assert!(fell(&ask(&p, &n("nope.kplug.svc"), Rtype::A)));
+    assert!(fell(&ask(&p, "9.9.9.9.in-addr.arpa.", Rtype::PTR)));
+    // NODATA does not fall through.
+    assert!(!fell(&ask(&p, &n("svc1.kplug.svc"), Rtype::AAAA)));
+    let p = plugins_with("  fallthrough in-addr.arpa ip6.arpa", true);
+    assert!(fell(&ask(&p, "9.9.9.9.in-addr.arpa.", Rtype::PTR)));
+    assert_eq!(ask(&p, &n("nope.kplug.svc"), Rtype::A).rcode, NX);
+    // Outside the zones: next plugin.
+    assert!(fell(&ask(&p, "example.org.", Rtype::A)));
+}
+
+#[test]
+fn apex_ns_without_own_endpoints() {
+    // With `bind`, CoreDNS finds no address of its own: NS is NODATA.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.yaml"), format!("{BASE}{OBJECTS}")).unwrap();
+    let mut r = setup_in(
+        DEF,
+        ".:53 {\n kubernetes cluster.local {\n  snapshot c.yaml\n }\n}",
+        dir.path(),
+    )
+    .unwrap();
+    let _ = &mut r;
+    let p = r.plugins;
+    let ns = ask(&p, Z, Rtype::NS);
+    assert_eq!(ns.rcode, OK);
+    // Without bind: one NS per distinct name, ns.dns.<zone>, glue = interface addresses.
+    for line in &ns.answer {
+        assert_eq!(line, "cluster.local.\t5\tIN\tNS\tns.dns.cluster.local.");
+    }
+    assert!(ns.answer.len() <= 1);
+    assert_eq!(
+        ns.additional.len(),
+        ask(&p, &n("ns.dns"), Rtype::A).answer.len()
+            + ask(&p, &n("ns.dns"), Rtype::AAAA).answer.len()
+    );
+    // Mixed-case apex: CoreDNS compares the lowercased name with the zone as sent.
+    check(&p, "Cluster.Local.", Rtype::NS, OK, &[]);
+    check(&p, "ns.dns.Cluster.Local.", Rtype::A, NX, &[]);
+}
+
+#[test]
+fn not_synced_is_servfail_for_names_only() {
+    let r = setup_in(
+        DEF,
+        ".:53 {\n kubernetes cluster.local {\n  kubeconfig /nonexistent\n }\n}",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(r.shared.readiness.not_ready(), ["kubernetes"]);
+    let p = r.plugins;
+    let reply = ask(&p, &n("svc1.kplug.svc"), Rtype::A);
+    assert_eq!(reply.rcode, Rcode::SERVFAIL);
+    assert_eq!(reply.authority.len(), 1);
+    check(&p, &n("svc"), Rtype::A, OK, &[]);
+}
+
+#[test]
+fn snapshot_is_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.yaml"), OBJECTS).unwrap();
+    let r = setup_in(
+        DEF,
+        ". {\n kubernetes cluster.local {\n  snapshot c.yaml\n }\n}",
+        dir.path(),
+    )
+    .unwrap();
+    assert!(r.shared.readiness.not_ready().is_empty());
+    assert!(r.shared.on_startup.is_empty());
+}
+
+#[test]
+fn setup_table() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.yaml"), OBJECTS).unwrap();
+    let ok = [
+        "cluster.local {\n kubernetes\n}",
+        ". {\n kubernetes cluster.local 10.0.0.0/17\n}",
+        ". {\n kubernetes cluster.local in-addr.arpa ip6.arpa {\n  pods insecure\n  fallthrough in-addr.arpa ip6.arpa\n  ttl 30\n }\n}",
+        ". {\n kubernetes cluster.local {\n  endpoint https://127.0.0.1:6443\n  tls a b c\n  namespaces a b\n  labels app=x,tier!=y\n  pods verified\n  endpoint_pod_names\n  ttl 0\n  noendpoints\n  fallthrough\n  ignore empty_service\n  startup_timeout 2s\n  apiserver_qps 50\n  apiserver_burst 100\n  apiserver_max_inflight 10\n }\n}",
+        ". {\n kubernetes cluster.local {\n  kubeconfig /k ctx\n  namespace_labels env in (a, b)\n  ttl 3600\n }\n}",
+        ". {\n kubernetes cluster.local {\n  snapshot c.yaml\n }\n}",
+    ];
+    for c in ok {
+        let r = setup_in(DEF, c, dir.path()).unwrap_or_else(|e| panic!("{c}: {e}"));
+        assert_eq!(r.plugins.len(), 1, "{c}");
+    }
+    let bad = [
+        (
+            ". {\n kubernetes 10.0.0.0/8 1.in-addr.arpa\n}",
+            "non-reverse zone name must be used",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  ttl 3601\n }\n}",
+            "ttl must be in range [0, 3600]: 3601",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  ttl -1\n }\n}",
+            "ttl must be in range [0, 3600]: -1",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  ttl x\n }\n}",
+            "invalid syntax",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  pods maybe\n }\n}",
+            "wrong value for pods: maybe",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  tls a b\n }\n}",
+            "Wrong argument count",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  kubeconfig\n }\n}",
+            "Wrong argument count",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  endpoint_pod_names x\n }\n}",
+            "Wrong argument count",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  ignore other\n }\n}",
+            "unable to parse ignore value: 'other'",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  namespaces a\n  namespace_labels x=y\n }\n}",
+            "namespaces and namespace_labels cannot both be set",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  startup_timeout soon\n }\n}",
+            "invalid duration",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  apiserver_qps -1\n }\n}",
+            "non-negative",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  resyncperiod 5m\n }\n}",
+            "unknown property 'resyncperiod'",
+        ),
+        (
+            ". {\n kubernetes cluster.local {\n  snapshot missing.yaml\n }\n}",
+            "snapshot",
+        ),
+        (
+            ". {\n kubernetes cluster.local\n kubernetes cluster.local\n}",
+            "only be used once",
+        ),
+    ];
+    for (c, want) in bad {
+        let dirp = dir.path();
+        let e = match setup_in(DEF, c, dirp) {
+            Ok(_) => panic!("{c} succeeded"),
+            Err(e) => e.msg,
+        };
+        assert!(e.contains(want), "{c}: {e}");
+    }
+    let _ = setup_err;
+}
+
+#[test]
+fn garbage_names_do_not_panic() {
+    let p = plugins("  pods insecure");
+    for name in [
+        "-.kplug.pod.cluster.local.",
+        "----.kplug.pod.cluster.local.",
+        "_._.svc1.kplug.svc.cluster.local.",
+        "*.kplug.svc.cluster.local.",
+        "\\000.kplug.svc.cluster.local.",
+        "\\255\\255.hdls.kplug.svc.cluster.local.",
+        "ffff-ffff-ffff-ffff-ffff-ffff-ffff-ffff-ffff.kplug.pod.cluster.local.",
+        "1.2.3.4.5.in-addr.arpa.",
+        "x.ip6.arpa.",
+    ] {
+        for t in [
+            Rtype::A,
+            Rtype::AAAA,
+            Rtype::SRV,
+            Rtype::PTR,
+            Rtype::TXT,
+            Rtype::CNAME,
+            Rtype::NS,
+            Rtype::SOA,
+            Rtype::MX,
+        ] {
+            let r = ask(&p, name, t);
+            assert!(r.rcode == OK || r.rcode == NX, "{name} {t}: {r:?}");
+        }
+    }
+    // `_` alone strips to an empty port: matches every port (CoreDNS).
+    check(
+        &p,
+        "_._.svc1.kplug.svc.cluster.local.",
+        Rtype::SRV,
+        OK,
+        &[
+            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 80 svc1.kplug.svc.cluster.local.",
+            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 53 svc1.kplug.svc.cluster.local.",
+            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 8443 svc1.kplug.svc.cluster.local.",
+        ],
+    );
+}

@@ -1,0 +1,73 @@
+//! Resolving an ExternalName's out-of-zone target through the plugins after
+//! *kubernetes* (CoreDNS re-enters its server with `upstream.Lookup`; here
+//! the rest of the chain, typically `loop` and `forward`, answers). Only on
+//! the asynchronous path.
+
+use clusterdns_plugin::{Chain, Request, ResponseWriter};
+use clusterdns_wire::{Class, Header, Message, MessageBuilder, Name, Query, Rtype, Section};
+
+/// Asks `tail` for `target`/`qtype`; returns the reply message.
+pub(super) async fn lookup(
+    tail: &Chain,
+    req: &Request<'_>,
+    target: &Name,
+    qtype: Rtype,
+) -> Option<Vec<u8>> {
+    let mut pkt = Vec::with_capacity(512);
+    {
+        let header = Header {
+            id: req.query.header().id,
+            flags: 0x0100,
+            ..Header::default()
+        };
+        let mut b = MessageBuilder::new(&mut pkt, header);
+        b.push_question(target, qtype, Class::IN).ok()?;
+        b.finish();
+    }
+    let q = Query::parse(&pkt).ok()?;
+    let sub = Request {
+        query: &q,
+        client: req.client,
+        local: req.local,
+        proto: req.proto,
+        zone: req.zone,
+        server: req.server,
+        received: req.received,
+    };
+    let mut w = ResponseWriter::new();
+    let _ = tail.run_async(&sub, &mut w).await;
+    Some(w.bytes().to_vec())
+}
+
+/// Writes the CNAME chain, then the answer records of `upstream` (its TC
+/// bit carried over), as CoreDNS's `plugin.A` does.
+pub(super) fn write(
+    w: &mut ResponseWriter,
+    req: &Request<'_>,
+    ttl: u32,
+    links: &[(Name, Name)],
+    upstream: Option<&[u8]>,
+) {
+    let mut b = w.reply(req);
+    b.set_aa(true);
+    for (owner, target) in links {
+        let _ = b.push(
+            Section::Answer,
+            owner,
+            Class::IN,
+            ttl,
+            &clusterdns_wire::RData::Cname(target),
+        );
+    }
+    if let Some(msg) = upstream.and_then(|m| Message::parse(m).ok()) {
+        if msg.header().tc() {
+            b.set_tc(true);
+        }
+        for rec in msg.section(Section::Answer) {
+            if let Ok(r) = rec.to_owned_record(&msg) {
+                let _ = b.push_record(Section::Answer, &r);
+            }
+        }
+    }
+    b.finish();
+}
