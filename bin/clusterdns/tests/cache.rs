@@ -196,3 +196,78 @@ fn a_flood_of_unique_names_keeps_the_process_bounded() {
     // Still answering.
     assert_eq!(status(&s.dig(&["n1.flood.example"])), "NOERROR");
 }
+
+#[test]
+fn same_ttls_flags_and_metrics_as_the_reference_coredns() {
+    let Some(cd) = fault::reference_coredns() else {
+        eprintln!("skipped: reference CoreDNS not built");
+        return;
+    };
+    let f = Fault::start(30);
+    f.state.ttl.store(100, Ordering::SeqCst);
+    let (mp_us, mp_them) = (common::free_port(), common::free_port());
+    let corefile = |mp: u16| {
+        format!(
+            ".:{{PORT}} {{\n prometheus 127.0.0.1:{mp}\n cache 60 {{\n denial 100 40\n }}\n forward . {}\n}}\n",
+            f.to()
+        )
+    };
+    let us = Server::start(&corefile(mp_us));
+    let them = fault::start_binary(&cd, &corefile(mp_them));
+    let both = |args: &[&str]| {
+        std::thread::scope(|s| {
+            let a = s.spawn(|| fault::normalize(&us.dig(args)));
+            let b = s.spawn(|| fault::normalize(&them.dig(args)));
+            (a.join().expect("join"), b.join().expect("join"))
+        })
+    };
+    let steps: &[(Mode, &[&str], u64)] = &[
+        (Mode::Answer, &["a.example"], 0),
+        (Mode::Answer, &["a.example"], 2100),
+        (Mode::Answer, &["+dnssec", "a.example"], 0),
+        (Mode::Nxdomain, &["nx.example"], 0),
+        (Mode::Answer, &["nx.example"], 1100),
+        (Mode::Servfail, &["sf.example"], 0),
+        (Mode::Answer, &["sf.example"], 0),
+        (Mode::Truncate, &["+ignore", "tc.example"], 0),
+        (Mode::Answer, &["+ignore", "tc.example"], 0),
+    ];
+    for (mode, args, wait) in steps {
+        std::thread::sleep(Duration::from_millis(*wait));
+        f.set(*mode);
+        let (a, b) = both(args);
+        assert!(
+            a.iter().any(|l| l.contains("status: ")),
+            "{mode:?} {args:?}: no reply: {a:?}"
+        );
+        assert_eq!(a, b, "{mode:?} {args:?} after {wait}ms");
+    }
+    // The same coredns_cache_* / coredns_proxy_* / coredns_forward_*
+    // series (names and labels; values of the counters too).
+    let series = |mp: u16, port: u16| -> Vec<String> {
+        let out = std::process::Command::new("curl")
+            .args(["-s", &format!("http://127.0.0.1:{mp}/metrics")])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).replace(&format!(":{port}\""), ":PORT\"");
+        let mut v: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                (l.starts_with("coredns_cache_")
+                    || l.starts_with("coredns_proxy_")
+                    || l.starts_with("coredns_forward_"))
+                    && !l.contains("_bucket")
+                    && !l.contains("_sum")
+            })
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (series(mp_us, us.port), series(mp_them, them.port));
+    assert!(
+        a.iter().any(|l| l.starts_with("coredns_cache_hits_total")),
+        "{a:?}"
+    );
+    assert_eq!(a, b);
+}

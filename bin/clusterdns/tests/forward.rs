@@ -386,3 +386,38 @@ fn configuration_errors() {
     let e = config_error(".:{PORT} {\n forward .\n}\n");
     assert!(e.contains("Wrong argument count"), "{e}");
 }
+
+#[test]
+fn same_rcodes_and_flags_as_the_reference_coredns() {
+    let Some(cd) = fault::reference_coredns() else {
+        eprintln!("skipped: reference CoreDNS not built");
+        return;
+    };
+    let f = Fault::start(20);
+    let corefile = format!(".:{{PORT}} {{\n forward . {}\n}}\n", f.to());
+    let us = Server::start(&corefile);
+    let them = fault::start_binary(&cd, &corefile);
+    let cases: &[(Mode, &[&str])] = &[
+        (Mode::Answer, &["MiXeD.example"]),
+        (Mode::Answer, &["+dnssec", "+bufsize=1400", "a.example"]),
+        (Mode::Answer, &["+tcp", "+noedns", "b.example"]),
+        (Mode::Answer, &["b.example", "AAAA"]),
+        (Mode::Nxdomain, &["nx.example"]),
+        (Mode::Servfail, &["sf.example"]),
+        (Mode::Truncate, &["+ignore", "tc.example"]),
+        (Mode::Stall, &["+time=8", "stall.example"]),
+    ];
+    for (mode, args) in cases {
+        f.set(*mode);
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| fault::normalize(&us.dig(args)));
+            let b = s.spawn(|| fault::normalize(&them.dig(args)));
+            (a.join().expect("join"), b.join().expect("join"))
+        });
+        assert!(
+            a.iter().any(|l| l.contains("status: ")),
+            "{mode:?} {args:?}: no reply: {a:?}"
+        );
+        assert_eq!(a, b, "{mode:?} {args:?}");
+    }
+}

@@ -246,3 +246,61 @@ pub fn exchange(port: u16, q: &[u8], timeout: Duration) -> Option<Vec<u8>> {
     buf.truncate(n);
     Some(buf)
 }
+
+/// The reference CoreDNS the rig builds, if it is there.
+pub fn reference_coredns() -> Option<std::path::PathBuf> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.rig/bin/coredns");
+    p.exists().then_some(p)
+}
+
+/// Starts `bin` (clusterdns or the reference CoreDNS) on `corefile`
+/// (`{PORT}` replaced by a free port) and waits until it answers.
+pub fn start_binary(bin: &std::path::Path, corefile: &str) -> super::common::Server {
+    let port = super::common::free_port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("Corefile");
+    std::fs::write(&path, corefile.replace("{PORT}", &port.to_string())).expect("write");
+    let child = std::process::Command::new(bin)
+        .arg("-conf")
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    let s = super::common::Server {
+        child,
+        port,
+        dir,
+        corefile: path,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        // A bare header: any server answers FORMERR once it listens.
+        if exchange(
+            port,
+            &[0xab, 0xcd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            Duration::from_millis(200),
+        )
+        .is_some()
+        {
+            return s;
+        }
+    }
+    panic!("{} did not answer on {port}", bin.display());
+}
+
+/// The parts of dig's output both servers must agree on: status, flags,
+/// EDNS line and records (IDs, timings, sizes and cookies dropped).
+pub fn normalize(dig_output: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in dig_output.lines() {
+        if let Some(rest) = l.strip_prefix(";; ->>HEADER<<- ") {
+            out.push(rest.split(", id:").next().unwrap_or("").to_string());
+        } else if l.starts_with(";; flags:") || l.starts_with("; EDNS:") {
+            out.push(l.to_string());
+        } else if !l.trim().is_empty() && !l.starts_with(';') {
+            out.push(l.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    out
+}

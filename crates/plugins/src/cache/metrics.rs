@@ -46,7 +46,8 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Registers the families; `zones` is the `zones` label (the cache's
+    /// Registers the families (label names in alphabetical order, as
+    /// CoreDNS's exposition prints them); `zones` is the `zones` label (the cache's
     /// zones joined with commas, as CoreDNS writes it).
     pub(crate) fn new(r: &Registry, zones: String) -> Self {
         let c = |name: &'static str, help: &'static str, labels: &[&'static str]| {
@@ -56,7 +57,7 @@ impl Metrics {
             Family::<Gauge>::new(
                 "coredns_cache_entries",
                 "The number of elements in the cache.",
-                &["server", "type", "zones", "view"],
+                &["server", "type", "view", "zones"],
             )
         });
         Self {
@@ -64,37 +65,37 @@ impl Metrics {
             requests: c(
                 "coredns_cache_requests_total",
                 "The count of cache requests.",
-                &["server", "zones", "view"],
+                &["server", "view", "zones"],
             ),
             hits: c(
                 "coredns_cache_hits_total",
                 "The count of cache hits.",
-                &["server", "type", "zones", "view"],
+                &["server", "type", "view", "zones"],
             ),
             misses: c(
                 "coredns_cache_misses_total",
                 "The count of cache misses. Deprecated, derive misses from cache hits/requests counters.",
-                &["server", "zones", "view"],
+                &["server", "view", "zones"],
             ),
             prefetch: c(
                 "coredns_cache_prefetch_total",
                 "The number of times the cache has prefetched a cached item.",
-                &["server", "zones", "view"],
+                &["server", "view", "zones"],
             ),
             drops: c(
                 "coredns_cache_drops_total",
                 "The number responses that are not cached, because the reply is malformed.",
-                &["server", "zones", "view"],
+                &["server", "view", "zones"],
             ),
             stale: c(
                 "coredns_cache_served_stale_total",
                 "The number of requests served from stale cache entries.",
-                &["server", "zones", "view"],
+                &["server", "view", "zones"],
             ),
             evictions: c(
                 "coredns_cache_evictions_total",
                 "The count of cache evictions.",
-                &["server", "type", "zones", "view"],
+                &["server", "type", "view", "zones"],
             ),
             zones,
             per_server: ArcSwap::from_pointee(Vec::new()),
@@ -124,8 +125,8 @@ impl Metrics {
             return h.clone();
         }
         let z = self.zones.as_str();
-        let plain = [server, z, ""];
-        let typed = |t: &str| [server, t, z, ""].map(str::to_string);
+        let plain = [server, "", z];
+        let typed = |t: &str| [server, t, "", z].map(str::to_string);
         let with_type = |f: &Family<Counter>, t: &str| {
             let v = typed(t);
             f.with(&[&v[0], &v[1], &v[2], &v[3]])

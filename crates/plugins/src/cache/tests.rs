@@ -138,18 +138,18 @@ fn hit_decrements_ttl_and_restores_id_and_case() {
     assert!(rep.header.ra());
     assert_eq!(rep.answer, vec!["WWW.Example.ORG.\t98\tIN\tA\t192.0.2.1"]);
     let text = r.registry.render();
-    assert!(text.contains("coredns_cache_hits_total{server=\"dns://:53\",type=\"success\",zones=\".\",view=\"\"} 1"), "{text}");
+    assert!(text.contains("coredns_cache_hits_total{server=\"dns://:53\",type=\"success\",view=\"\",zones=\".\"} 1"), "{text}");
     assert!(
-        text.contains("coredns_cache_misses_total{server=\"dns://:53\",zones=\".\",view=\"\"} 1"),
+        text.contains("coredns_cache_misses_total{server=\"dns://:53\",view=\"\",zones=\".\"} 1"),
         "{text}"
     );
     assert!(
-        text.contains("coredns_cache_requests_total{server=\"dns://:53\",zones=\".\",view=\"\"} 2"),
+        text.contains("coredns_cache_requests_total{server=\"dns://:53\",view=\"\",zones=\".\"} 2"),
         "{text}"
     );
     assert!(
         text.contains(
-            "coredns_cache_entries{server=\"dns://:53\",type=\"success\",zones=\".\",view=\"\"} 1"
+            "coredns_cache_entries{server=\"dns://:53\",type=\"success\",view=\"\",zones=\".\"} 1"
         ),
         "{text}"
     );
@@ -250,7 +250,7 @@ fn serve_stale_answers_expired_entries_with_ttl_zero() {
     assert_eq!(rep.answer, vec!["a.example.\t0\tIN\tA\t192.0.2.1"]);
     assert_eq!(r.calls(), 1);
     assert!(r.registry.render().contains(
-        "coredns_cache_served_stale_total{server=\"dns://:53\",zones=\".\",view=\"\"} 1"
+        "coredns_cache_served_stale_total{server=\"dns://:53\",view=\"\",zones=\".\"} 1"
     ));
     r.advance(3_600_000);
     r.ask(&testing::query("a.example.", Rtype::A));
@@ -322,7 +322,7 @@ fn truncated_and_mismatched_replies_are_not_stored() {
     assert!(
         r.registry
             .render()
-            .contains("coredns_cache_drops_total{server=\"dns://:53\",zones=\".\",view=\"\"} 1")
+            .contains("coredns_cache_drops_total{server=\"dns://:53\",view=\"\",zones=\".\"} 1")
     );
     // Truncated: not stored.
     let mut w = ResponseWriter::new();

@@ -7,13 +7,13 @@ use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries, Registry, TIM
 /// Handles to the metric families, resolved at setup.
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
-    /// `coredns_proxy_request_duration_seconds{proxy_name,to,rcode}`.
+    /// `coredns_proxy_request_duration_seconds{proxy_name,rcode,to}`.
     pub duration: Arc<Family<HistogramSeries>>,
     /// `coredns_proxy_healthcheck_failures_total{proxy_name,to}`.
     pub hc_failures: Arc<Family<Counter>>,
-    /// `coredns_proxy_conn_cache_hits_total{proxy_name,to,proto}`.
+    /// `coredns_proxy_conn_cache_hits_total{proto,proxy_name,to}`.
     pub conn_hits: Arc<Family<Counter>>,
-    /// `coredns_proxy_conn_cache_misses_total{proxy_name,to,proto}`.
+    /// `coredns_proxy_conn_cache_misses_total{proto,proxy_name,to}`.
     pub conn_misses: Arc<Family<Counter>>,
     /// `coredns_forward_healthcheck_broken_total`.
     pub broken: Arc<Counter>,
@@ -29,7 +29,7 @@ impl Metrics {
             Family::histogram(
                 name,
                 "Histogram of the time each request took.",
-                &["proxy_name", "to", "rcode"],
+                &["proxy_name", "rcode", "to"],
                 TIME_BUCKETS,
             )
         });
@@ -44,12 +44,12 @@ impl Metrics {
         let conn_hits = counter(
             "coredns_proxy_conn_cache_hits_total",
             "Counter of connection cache hits per upstream and protocol.",
-            &["proxy_name", "to", "proto"],
+            &["proto", "proxy_name", "to"],
         );
         let conn_misses = counter(
             "coredns_proxy_conn_cache_misses_total",
             "Counter of connection cache misses per upstream and protocol.",
-            &["proxy_name", "to", "proto"],
+            &["proto", "proxy_name", "to"],
         );
         let broken = counter(
             "coredns_forward_healthcheck_broken_total",
@@ -57,12 +57,15 @@ impl Metrics {
             &[],
         )
         .with(&[]);
+        // Shown from the start, as CoreDNS's plain counters are.
+        broken.add(0);
         let rejects = counter(
             "coredns_forward_max_concurrent_rejects_total",
             "Counter of the number of queries rejected because the concurrent queries were at maximum.",
             &[],
         )
         .with(&[]);
+        rejects.add(0);
         Self {
             duration,
             hc_failures,

@@ -93,8 +93,9 @@ pub(crate) struct Proxy {
     hits: [Arc<Counter>; 2],
     misses: [Arc<Counter>; 2],
     duration: Arc<Family<HistogramSeries>>,
-    /// Duration series for rcodes 0..=5, resolved once.
-    duration_by_rcode: [Arc<HistogramSeries>; 6],
+    /// Duration series for rcodes 0..=5, resolved on first use (a series
+    /// exists only once observed, as in CoreDNS).
+    duration_by_rcode: [std::sync::OnceLock<Arc<HistogramSeries>>; 6],
 }
 
 impl std::fmt::Debug for Proxy {
@@ -115,7 +116,6 @@ impl Proxy {
     pub(crate) fn new(addr: SocketAddr, opts: ProxyOpts, m: &Metrics) -> Self {
         let label = addr.to_string();
         let l = label.as_str();
-        let d = |r: u16| m.duration.histogram_with(&["forward", l, &rcode_label(r)]);
         Self {
             addr,
             fails: AtomicU32::new(0),
@@ -126,15 +126,15 @@ impl Proxy {
             opts,
             hc_failures: m.hc_failures.with(&["forward", l]),
             hits: [
-                m.conn_hits.with(&["forward", l, "udp"]),
-                m.conn_hits.with(&["forward", l, "tcp"]),
+                m.conn_hits.with(&["udp", "forward", l]),
+                m.conn_hits.with(&["tcp", "forward", l]),
             ],
             misses: [
-                m.conn_misses.with(&["forward", l, "udp"]),
-                m.conn_misses.with(&["forward", l, "tcp"]),
+                m.conn_misses.with(&["udp", "forward", l]),
+                m.conn_misses.with(&["tcp", "forward", l]),
             ],
             duration: m.duration.clone(),
-            duration_by_rcode: [d(0), d(1), d(2), d(3), d(4), d(5)],
+            duration_by_rcode: Default::default(),
             label,
         }
     }
@@ -174,12 +174,13 @@ impl Proxy {
         };
         let rcode = Header::parse(&reply).map_or(2, |h| u16::from(h.rcode_low()));
         let secs = start.elapsed().as_secs_f64();
+        let resolve = || {
+            self.duration
+                .histogram_with(&["forward", &rcode_label(rcode), &self.label])
+        };
         match self.duration_by_rcode.get(usize::from(rcode)) {
-            Some(h) => h.observe(secs),
-            None => self
-                .duration
-                .histogram_with(&["forward", &self.label, &rcode_label(rcode)])
-                .observe(secs),
+            Some(slot) => slot.get_or_init(resolve).observe(secs),
+            None => resolve().observe(secs),
         }
         Ok(reply)
     }
