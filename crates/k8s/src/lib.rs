@@ -58,28 +58,30 @@
 //!
 //! # Structural sharing: why sharded copy-on-write maps
 //!
-//! Every map of a snapshot is split into 256 hash tables behind `Arc`s ([`shard`](crate)
-//! module). Publishing clones 5 × 256 pointers; the first change to a shard after a publish
-//! copies that shard only (its entries are `Arc`s and `Arc<str>`s: reference-count
-//! increments, no deep copies), and later changes in the same batch reuse the copy. Lookups
-//! are one hash, one shard pick, one SwissTable probe, with a borrowed case-insensitive key.
+//! Every map of a snapshot is split into 256 hash tables behind `Arc`s (`shard.rs`).
+//! Publishing clones 5 × 256 pointers; the first change to a shard after a publish copies
+//! that shard only (its entries are `Arc`s and `Arc<str>`s: reference-count increments, no
+//! deep copies), and later changes in the same batch reuse the copy. Lookups are one hash,
+//! one shard pick, one SwissTable probe, with a borrowed case-insensitive key.
 //!
-//! Measured (`cargo test -p clusterdns-k8s --release --test memory -- --nocapture`, 2-core
-//! dev VM): with 10k services, 50k endpoints and 100k pods loaded, one service change plus
-//! publish costs about **10–20 µs**; cloning the flat service map alone (what a
-//! non-persistent design would do per publish) costs about **0.5 ms** at 10k services and
-//! grows linearly. Persistent HAMTs (`im`, `rpds`) give O(log n) updates too, but cost an
-//! extra `Arc` node per entry (~50–100 bytes more per object) and a pointer chase per trie
-//! level on every lookup; flat shards keep lookups at one probe and memory at the
-//! SwissTable's 1 byte of overhead per slot.
+//! Measured by `tests/memory.rs` (release build without LTO, 2-core VM, a reader holding the
+//! previous snapshot) with 10k services, 50k endpoints and 100k pods loaded: one change plus
+//! publish costs **47 µs** (Service), **45 µs** (EndpointSlice), **57 µs** (Pod), mostly the
+//! fixed pointer clones. Cloning a flat 10k-entry service map, what a publish would cost
+//! without sharing, takes **1.5 ms** and grows linearly with the cluster. Persistent HAMTs
+//! (`im`, `rpds`) also give cheap updates, but add an `Arc` node per entry (tens of bytes per
+//! object) and a pointer chase per trie level on every lookup; flat shards keep a lookup at
+//! one probe and the overhead at the SwissTable's one control byte per slot.
 //!
 //! # Memory
 //!
 //! Objects are slimmed at once ([`model`]); namespace, node and port names are interned.
-//! Measured by the `memory` test (counting allocator, 10k services, 50k endpoints in 10k
-//! slices, 100k pods): about 0.2 KB per object including every index, versus ~0.85 KB per
-//! object for CoreDNS. A relist is mark-and-sweep in place ([`index`](crate::Index)), so it
-//! adds one key per object, not a second copy of the state.
+//! Measured by the same test with a counting allocator (requested bytes, every index
+//! included): **390 B per Service, 344 B per endpoint address (slices of 5), 226 B per Pod:
+//! 273 B per object** over the 160k objects, versus ~850 B per object for CoreDNS. A relist is
+//! mark-and-sweep in place ([`Index`]), so it adds one key per object rather than a second
+//! copy: the measured peak during a full relist of all 160k objects is **1.21×** the steady
+//! state.
 
 mod convert;
 mod error;

@@ -3,7 +3,8 @@
 //! or as multi-document YAML of individual objects (`---` separated), or any mix.
 //!
 //! Loading is a relist of every kind: objects absent from the YAML are removed, so loading
-//! the same file again after editing it is a reload. Objects of other kinds (Deployments,
+//! the same file again after editing it is a reload. A YAML without any Namespace object
+//! marks namespaces as not followed ([`Snapshot::namespaces_watched`](crate::Snapshot::namespaces_watched)). Objects of other kinds (Deployments,
 //! core `Endpoints`, ...) are ignored; objects that fail to decode are skipped and counted.
 
 use std::path::Path;
@@ -99,6 +100,9 @@ pub fn load_str(index: &mut Index, text: &str) -> Result<LoadReport, Error> {
     for kind in Kind::ALL {
         index.relist_end(kind, &Scope::All);
     }
+    // A dump without Namespace objects (`kubectl get svc,endpointslices`) must not make every
+    // namespace look missing.
+    index.set_namespaces_watched(report.namespaces > 0);
     index.mark_synced();
     index.publish();
     Ok(report)

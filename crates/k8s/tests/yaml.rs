@@ -130,6 +130,7 @@ fn kubectl_list_output() {
     let snapshots = index.snapshots();
     assert!(snapshots.is_synced());
     let snap = snapshots.load();
+    assert!(snap.namespaces_watched());
     assert_eq!(
         snap.service("default", "kubernetes").unwrap().cluster_ips()[0].to_string(),
         "10.96.0.1"
@@ -259,6 +260,10 @@ spec: {clusterIP: 10.0.0.3}
     let snapshots = index.snapshots();
     assert!(snapshots.load().service("x", "c").is_some());
     assert!(snapshots.load().service("x", "a").is_none());
+    assert!(
+        !snapshots.load().namespaces_watched(),
+        "no Namespace objects in the YAML"
+    );
 
     let generation = snapshots.load().generation();
     let err = yaml::load_str(&mut index, "kind: [unclosed").unwrap_err();
