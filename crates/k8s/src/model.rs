@@ -1,7 +1,7 @@
 //! Slim objects: only what DNS needs from each Kubernetes kind.
 //!
 //! Every API object is converted to one of these right after it is decoded (see
-//! [`convert`](crate::convert)); the raw object is dropped at once. Strings that repeat across
+//! `convert.rs`); the raw object is dropped at once. Strings that repeat across
 //! many objects (namespace, node and port names) are interned `Arc<str>`s, so a cluster with
 //! 100k pods in 50 namespaces keeps 50 namespace strings, not 100k.
 
