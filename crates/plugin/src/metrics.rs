@@ -354,7 +354,12 @@ impl<S: Series> Collector for Family<S> {
             let mut labels = String::new();
             if !self.labels.is_empty() {
                 labels.push('{');
-                for (i, (k, v)) in self.labels.iter().zip(values).enumerate() {
+                // Label pairs in name order, as Prometheus' Go client
+                // prints them (a histogram's `le` comes last).
+                let mut pairs: Vec<(&str, &String)> =
+                    self.labels.iter().copied().zip(values).collect();
+                pairs.sort_by(|a, b| a.0.cmp(b.0));
+                for (i, (k, v)) in pairs.into_iter().enumerate() {
                     if i > 0 {
                         labels.push(',');
                     }

@@ -3,7 +3,12 @@
 //! chain, then the reply's scrub (EDNS0 OPT mirrored, truncation to the
 //! client's size).
 
+use std::any::Any;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use clusterdns_plugin::{Chain, Deferred, Proto, Request, ResponseWriter};
@@ -148,12 +153,47 @@ pub(crate) fn serve_sync(mux: &Mux, packet: &[u8], meta: Meta, w: &mut ResponseW
         server: &mux.label,
         received: meta.received,
     };
-    match chain.run_sync(&req, w) {
-        Ok(_) => {
-            scrub(&q, meta.proto, w);
-            Handled::Reply
+    let ran = std::panic::catch_unwind(AssertUnwindSafe(|| chain.run_sync(&req, &mut *w)));
+    match ran {
+        Ok(Ok(_)) => {}
+        Ok(Err(Deferred)) => return Handled::Defer,
+        Err(panic) => recovered(mux, &req, w, panic),
+    }
+    scrub(&q, meta.proto, w);
+    Handled::Reply
+}
+
+/// A plugin panicked: answer SERVFAIL, count it, log it, keep serving
+/// (CoreDNS's server recovers the same way).
+fn recovered(mux: &Mux, req: &Request<'_>, w: &mut ResponseWriter, panic: Box<dyn Any + Send>) {
+    mux.panics.inc();
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    clusterdns_plugin::error!(
+        "",
+        "Recovered from panic in server: \"{}\" {what}",
+        mux.label
+    );
+    w.write_error(req, Rcode::SERVFAIL);
+}
+
+/// Polls a future, turning a panic into an `Err` (the asynchronous
+/// counterpart of `catch_unwind`).
+struct CatchUnwind<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Err(panic) => Poll::Ready(Err(panic)),
         }
-        Err(Deferred) => Handled::Defer,
     }
 }
 
@@ -187,7 +227,10 @@ pub(crate) async fn serve_async(
         server: &mux.label,
         received: meta.received,
     };
-    chain.run_async(&req, w).await;
+    let ran = CatchUnwind(Box::pin(chain.run_async(&req, &mut *w))).await;
+    if let Err(panic) = ran {
+        recovered(mux, &req, w, panic);
+    }
     scrub(&q, meta.proto, w);
     Handled::Reply
 }
@@ -284,4 +327,67 @@ fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, buf: &mut Vec<u8>) {
     buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
     let ar = h.arcount.saturating_add(1);
     buf[10..12].copy_from_slice(&ar.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use clusterdns_plugin::{Flow, Plugin, Request, ResponseWriter, testing};
+    use clusterdns_wire::{Name, Rcode, Rtype};
+
+    use super::*;
+
+    struct Panicker;
+
+    impl Plugin for Panicker {
+        fn name(&self) -> &'static str {
+            "panicker"
+        }
+        fn query(&self, req: &Request<'_>, _w: &mut ResponseWriter) -> Flow {
+            if req.qname_lower().to_string().starts_with("boom") {
+                panic!("boom");
+            }
+            Flow::Async
+        }
+        fn query_async<'a>(
+            &'a self,
+            _req: &'a Request<'a>,
+            _w: &'a mut ResponseWriter,
+        ) -> clusterdns_plugin::BoxFuture<'a, Flow> {
+            Box::pin(async { panic!("async boom") })
+        }
+    }
+
+    fn meta() -> Meta {
+        Meta {
+            client: SocketAddr::from(([127, 0, 0, 1], 5353)),
+            local: SocketAddr::from(([127, 0, 0, 1], 53)),
+            proto: Proto::Udp,
+            received: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn a_panicking_plugin_gets_servfail_and_is_counted() {
+        let mut mux = Mux::new("dns://:53".into());
+        mux.add(Name::root(), Chain::new(vec![Arc::new(Panicker)]));
+        let mut w = ResponseWriter::new();
+        for round in 1..=2u64 {
+            let pkt = testing::query("boom.example.", Rtype::A);
+            assert_eq!(serve_sync(&mux, &pkt, meta(), &mut w), Handled::Reply);
+            assert_eq!(testing::reply(w.bytes()).rcode, Rcode::SERVFAIL);
+            assert_eq!(mux.panics.get(), round);
+        }
+        // The asynchronous path recovers too.
+        let pkt = testing::query("calm.example.", Rtype::A);
+        assert_eq!(serve_sync(&mux, &pkt, meta(), &mut w), Handled::Defer);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let h = rt.block_on(serve_async(&mux, &pkt, meta(), &mut w));
+        assert_eq!(h, Handled::Reply);
+        assert_eq!(testing::reply(w.bytes()).rcode, Rcode::SERVFAIL);
+        assert_eq!(mux.panics.get(), 3);
+    }
 }

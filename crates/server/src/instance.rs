@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clusterdns_corefile::{ConfigError, ProcessEnv, Scheme, parse_key, parse_str};
-use clusterdns_plugin::metrics::Registry;
+use clusterdns_plugin::metrics::{Counter, Family, Registry};
 use clusterdns_plugin::{Chain, PluginDef, SetupCtx, Shared};
 use clusterdns_wire::Name;
 use sha2::{Digest, Sha512};
@@ -111,6 +111,15 @@ impl Instance {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
+        let panics = metrics
+            .get_or_register("coredns_panics_total", || {
+                Family::<Counter>::new(
+                    "coredns_panics_total",
+                    "A metrics that counts the number of panics.",
+                    &[],
+                )
+            })
+            .with(&[]);
         let mut shared = Shared::new(metrics);
         let mut listeners: Vec<ListenerSpec> = Vec::new();
         let mut banner = Vec::new();
@@ -175,7 +184,7 @@ impl Instance {
                         None => {
                             listeners.push(ListenerSpec {
                                 addr,
-                                mux: Mux::new(label),
+                                mux: Mux::new(label).with_panics(panics.clone()),
                                 optional: optional_v6 && ip.is_ipv6(),
                             });
                             listeners.len() - 1

@@ -1,7 +1,10 @@
 //! The zone table of one listener: longest-suffix match of the query name
 //! against the zones served on that address and port.
 
+use std::sync::Arc;
+
 use clusterdns_plugin::Chain;
+use clusterdns_plugin::metrics::Counter;
 use clusterdns_wire::Name;
 
 /// One listener's zones and their chains.
@@ -15,6 +18,8 @@ pub struct Mux {
     /// Some block on this listener loads a plugin that opens non-IN
     /// classes (CoreDNS `EnableChaos`: chaos, forward, proxy).
     class_chaos: bool,
+    /// `coredns_panics_total`: a plugin panicked answering a query here.
+    pub panics: Arc<Counter>,
 }
 
 impl Mux {
@@ -24,7 +29,14 @@ impl Mux {
             label,
             zones: Vec::new(),
             class_chaos: false,
+            panics: Arc::default(),
         }
+    }
+
+    /// Counts recovered panics in `counter`.
+    pub fn with_panics(mut self, counter: Arc<Counter>) -> Self {
+        self.panics = counter;
+        self
     }
 
     /// Adds `zone`; returns `false` when it is already served here.

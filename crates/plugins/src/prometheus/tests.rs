@@ -85,27 +85,27 @@ fn counts_queries_with_coredns_labels() {
     let text = r.shared.metrics.render();
     let has = |s: &str| assert!(text.contains(s), "missing {s} in\n{text}");
     has(
-        r#"coredns_dns_requests_total{server="dns://:53",zone="example.org.",view="",proto="udp",family="1",type="A"} 2"#,
+        r#"coredns_dns_requests_total{family="1",proto="udp",server="dns://:53",type="A",view="",zone="example.org."} 2"#,
     );
     has(
-        r#"coredns_dns_requests_total{server="dns://:53",zone="example.org.",view="",proto="tcp",family="1",type="other"} 1"#,
+        r#"coredns_dns_requests_total{family="1",proto="tcp",server="dns://:53",type="other",view="",zone="example.org."} 1"#,
     );
-    has(r#"coredns_dns_do_requests_total{server="dns://:53",zone="example.org.",view=""} 1"#);
+    has(r#"coredns_dns_do_requests_total{server="dns://:53",view="",zone="example.org."} 1"#);
     has(
-        r#"coredns_dns_responses_total{server="dns://:53",zone="example.org.",view="",rcode="NOERROR",plugin="whoami"} 3"#,
-    );
-    has(
-        r#"coredns_dns_request_duration_seconds_count{server="dns://:53",zone="example.org.",view=""} 3"#,
+        r#"coredns_dns_responses_total{plugin="whoami",rcode="NOERROR",server="dns://:53",view="",zone="example.org."} 3"#,
     );
     has(
-        r#"coredns_dns_request_size_bytes_bucket{server="dns://:53",zone="example.org.",view="",proto="udp",le="100"} 2"#,
+        r#"coredns_dns_request_duration_seconds_count{server="dns://:53",view="",zone="example.org."} 3"#,
     );
     has(
-        r#"coredns_dns_response_size_bytes_count{server="dns://:53",zone="example.org.",view="",proto="tcp"} 1"#,
+        r#"coredns_dns_request_size_bytes_bucket{proto="udp",server="dns://:53",view="",zone="example.org.",le="100"} 2"#,
+    );
+    has(
+        r#"coredns_dns_response_size_bytes_count{proto="tcp",server="dns://:53",view="",zone="example.org."} 1"#,
     );
     has("coredns_panics_total 0");
     has("coredns_reload_failed_total 0");
-    has(r#"coredns_build_info{version=""#);
+    has(r#"coredns_build_info{goversion="rustc",revision=""#);
     // Unused label sets are not shown.
     assert!(
         !text.contains(r#"proto="tcp",family="1",type="A""#),
@@ -125,7 +125,7 @@ fn server_failure_has_empty_plugin_label() {
     chain.run_sync(&req, &mut w).unwrap();
     let text = r.shared.metrics.render();
     assert!(
-        text.contains(r#"coredns_dns_responses_total{server="dns://:53",zone=".",view="",rcode="SERVFAIL",plugin=""} 1"#),
+        text.contains(r#"coredns_dns_responses_total{plugin="",rcode="SERVFAIL",server="dns://:53",view="",zone="."} 1"#),
         "{text}"
     );
 }
@@ -143,7 +143,7 @@ fn plugin_enabled_set_on_startup() {
     let text = r.shared.metrics.render();
     for name in ["prometheus", "whoami", "log"] {
         let s = format!(
-            r#"coredns_plugin_enabled{{server="dns://:1053",zone="example.org.",view="",name="{name}"}} 1"#
+            r#"coredns_plugin_enabled{{name="{name}",server="dns://:1053",view="",zone="example.org."}} 1"#
         );
         assert!(text.contains(&s), "missing {s} in\n{text}");
     }
