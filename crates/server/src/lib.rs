@@ -24,6 +24,8 @@ mod mux;
 mod run;
 mod sys;
 mod tcp;
+#[doc(hidden)]
+pub mod testing;
 mod udp;
 
 pub use instance::{ConfigSource, Instance, InstanceError, ListenerSpec};
