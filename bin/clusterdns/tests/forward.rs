@@ -367,8 +367,15 @@ fn config_error(corefile: &str) -> String {
 
 #[test]
 fn configuration_errors() {
-    let e = config_error(".:{PORT} {\n forward . tls://127.0.0.1\n}\n");
-    assert!(e.contains("plugin/forward") && e.contains("tls"), "{e}");
+    let e = config_error(".:{PORT} {\n forward . https://127.0.0.1\n}\n");
+    assert!(
+        e.contains("plugin/forward") && e.contains("transport https is not supported"),
+        "{e}"
+    );
+    let e = config_error(
+        ".:{PORT} {\n forward . tls://127.0.0.1%a.test {\n tls_servername b.test\n }\n}\n",
+    );
+    assert!(e.contains("proxy level TLS servername"), "{e}");
     let e = config_error(".:{PORT} {\n forward . 127.0.0.1 {\n policy fastest\n }\n}\n");
     assert!(e.contains("unknown policy 'fastest'"), "{e}");
     let e = config_error(".:{PORT} {\n forward . 127.0.0.1 {\n bogus\n }\n}\n");
@@ -420,4 +427,148 @@ fn same_rcodes_and_flags_as_the_reference_coredns() {
         );
         assert_eq!(a, b, "{mode:?} {args:?}");
     }
+}
+
+/// A CA and a certificate for `dot.test` and 127.0.0.1 signed by it.
+fn make_certs(dir: &std::path::Path) {
+    let run = |args: &[&str]| {
+        let ok = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl")
+            .success();
+        assert!(ok, "openssl {args:?}");
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=dot.test",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:dot.test,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("ext");
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+}
+
+#[test]
+fn dns_over_tls_to_unbound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    make_certs(d);
+    let port = free_port();
+    let conf = format!(
+        r#"server:
+    interface: 127.0.0.1@{port}
+    tls-port: {port}
+    tls-service-key: "{d}/key.pem"
+    tls-service-pem: "{d}/cert.pem"
+    do-daemonize: no
+    use-syslog: no
+    logfile: ""
+    username: ""
+    chroot: ""
+    directory: "{d}"
+    pidfile: ""
+    do-ip6: no
+    access-control: 127.0.0.0/8 allow
+    local-zone: "example.org." static
+    local-data: "example.org. 300 IN SOA ns.example.org. h.example.org. 1 2 3 4 60"
+    local-data: "dot.example.org. 30 IN A 192.0.2.53"
+remote-control:
+    control-enable: no
+"#,
+        d = d.display()
+    );
+    std::fs::write(d.join("unbound.conf"), conf).expect("write");
+    let _u = Daemon(
+        Command::new("unbound")
+            .arg("-d")
+            .arg("-c")
+            .arg(d.join("unbound.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start unbound"),
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let ca = d.join("ca.pem");
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . tls://127.0.0.1:{port} {{\n tls {}\n tls_servername dot.test\n }}\n}}\n",
+        ca.display()
+    ));
+    for _ in 0..3 {
+        let out = s.dig(&["+time=5", "+noall", "+answer", "dot.example.org"]);
+        assert_eq!(
+            lines(&out),
+            vec!["dot.example.org. 30 IN A 192.0.2.53"],
+            "{out}"
+        );
+    }
+    // The name per upstream, and the IP address as the name.
+    for to in [
+        format!("tls://127.0.0.1%dot.test:{port}"),
+        format!("tls://127.0.0.1:{port}"),
+    ] {
+        let s = Server::start(&format!(
+            ".:{{PORT}} {{\n forward . {to} {{\n tls {}\n }}\n}}\n",
+            ca.display()
+        ));
+        let out = s.dig(&["+time=5", "+noall", "+answer", "dot.example.org"]);
+        assert_eq!(
+            lines(&out),
+            vec!["dot.example.org. 30 IN A 192.0.2.53"],
+            "{to}: {out}"
+        );
+    }
+    // A certificate the client does not trust (system CAs only): SERVFAIL.
+    let untrusted = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . tls://127.0.0.1:{port} {{\n tls_servername dot.test\n }}\n}}\n"
+    ));
+    assert_eq!(
+        status(&untrusted.dig(&["+time=8", "dot.example.org"])),
+        "SERVFAIL"
+    );
 }

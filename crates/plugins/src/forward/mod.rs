@@ -4,6 +4,7 @@ mod duration;
 mod metrics;
 mod proxy;
 mod setup;
+mod tls;
 
 use std::collections::HashMap;
 use std::io;
@@ -189,7 +190,7 @@ impl Forward {
                 }
                 proxy = &self.proxies[fastrand::usize(..n)];
             }
-            let mut t = self.transport(client);
+            let mut t = proxy.transport(self.transport(client));
             let left = deadline.saturating_duration_since(Instant::now());
             let res = loop {
                 let r = tokio::time::timeout(left, proxy.connect(query, t)).await;

@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries};
 use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rtype};
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
 
@@ -30,6 +33,17 @@ pub(crate) enum Transport {
     Udp,
     /// Stream, two-byte length prefix.
     Tcp,
+    /// DNS over TLS (always, for `tls://` upstreams).
+    Tls,
+}
+
+/// Where and how a `tls://` upstream is reached.
+#[derive(Clone)]
+pub(crate) struct TlsTarget {
+    /// The client configuration.
+    pub connector: TlsConnector,
+    /// The name the certificate must carry (SNI).
+    pub name: ServerName<'static>,
 }
 
 /// Settings shared by every upstream of one `forward`.
@@ -88,10 +102,13 @@ pub(crate) struct Proxy {
     stopped: AtomicBool,
     udp: Mutex<VecDeque<Conn<UdpSocket>>>,
     tcp: Mutex<VecDeque<Conn<TcpStream>>>,
+    tls_pool: Mutex<VecDeque<Conn<TlsStream<TcpStream>>>>,
+    tls: Option<TlsTarget>,
     opts: ProxyOpts,
     hc_failures: Arc<Counter>,
-    hits: [Arc<Counter>; 2],
-    misses: [Arc<Counter>; 2],
+    /// Pool hits and misses for udp, tcp, tcp-tls.
+    hits: [Arc<Counter>; 3],
+    misses: [Arc<Counter>; 3],
     duration: Arc<Family<HistogramSeries>>,
     /// Duration series for rcodes 0..=5, resolved on first use (a series
     /// exists only once observed, as in CoreDNS).
@@ -113,7 +130,12 @@ fn rcode_label(r: u16) -> String {
 
 impl Proxy {
     /// An upstream at `addr`.
-    pub(crate) fn new(addr: SocketAddr, opts: ProxyOpts, m: &Metrics) -> Self {
+    pub(crate) fn new(
+        addr: SocketAddr,
+        tls: Option<TlsTarget>,
+        opts: ProxyOpts,
+        m: &Metrics,
+    ) -> Self {
         let label = addr.to_string();
         let l = label.as_str();
         Self {
@@ -123,15 +145,19 @@ impl Proxy {
             stopped: AtomicBool::new(false),
             udp: Mutex::new(VecDeque::new()),
             tcp: Mutex::new(VecDeque::new()),
+            tls_pool: Mutex::new(VecDeque::new()),
+            tls,
             opts,
             hc_failures: m.hc_failures.with(&["forward", l]),
             hits: [
                 m.conn_hits.with(&["udp", "forward", l]),
                 m.conn_hits.with(&["tcp", "forward", l]),
+                m.conn_hits.with(&["tcp-tls", "forward", l]),
             ],
             misses: [
                 m.conn_misses.with(&["udp", "forward", l]),
                 m.conn_misses.with(&["tcp", "forward", l]),
+                m.conn_misses.with(&["tcp-tls", "forward", l]),
             ],
             duration: m.duration.clone(),
             duration_by_rcode: Default::default(),
@@ -155,6 +181,16 @@ impl Proxy {
         self.stopped.store(true, Ordering::Relaxed);
         self.udp.lock().clear();
         self.tcp.lock().clear();
+        self.tls_pool.lock().clear();
+    }
+
+    /// The transport for this upstream: TLS upstreams always use TLS.
+    pub(crate) fn transport(&self, wanted: Transport) -> Transport {
+        if self.tls.is_some() {
+            Transport::Tls
+        } else {
+            wanted
+        }
     }
 
     /// Sends `query` (any ID) and returns the reply, its ID equal to the
@@ -171,6 +207,7 @@ impl Proxy {
         let reply = match t {
             Transport::Udp => self.udp_exchange(&msg, id).await?,
             Transport::Tcp => self.tcp_exchange(&msg, id).await?,
+            Transport::Tls => self.tls_exchange(&msg, id).await?,
         };
         let rcode = Header::parse(&reply).map_or(2, |h| u16::from(h.rcode_low()));
         let secs = start.elapsed().as_secs_f64();
@@ -241,6 +278,16 @@ impl Proxy {
         Ok(stream)
     }
 
+    async fn dial_tls(&self) -> io::Result<TlsStream<TcpStream>> {
+        let Some(t) = &self.tls else {
+            return Err(io::Error::other("not a TLS upstream"));
+        };
+        let tcp = self.dial_tcp().await?;
+        tokio::time::timeout(DIAL_TIMEOUT, t.connector.connect(t.name.clone(), tcp))
+            .await
+            .map_err(|_| timeout_err("tls handshake", None, self.addr))?
+    }
+
     async fn udp_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
         let conn = match self.fresh(&self.udp) {
             Some(c) => {
@@ -281,7 +328,7 @@ impl Proxy {
     }
 
     async fn tcp_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
-        let (mut conn, cached) = match self.fresh(&self.tcp) {
+        let (conn, cached) = match self.fresh(&self.tcp) {
             Some(c) => {
                 self.hits[1].inc();
                 (c, true)
@@ -301,13 +348,57 @@ impl Proxy {
             }
         };
         let local = conn.io.local_addr().ok();
+        self.stream_exchange(&self.tcp, conn, cached, local, msg, id)
+            .await
+    }
+
+    async fn tls_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
+        let (conn, cached) = match self.fresh(&self.tls_pool) {
+            Some(c) => {
+                self.hits[2].inc();
+                (c, true)
+            }
+            None => {
+                self.misses[2].inc();
+                let now = Instant::now();
+                let io = self.dial_tls().await?;
+                (
+                    Conn {
+                        io,
+                        created: now,
+                        used: now,
+                    },
+                    false,
+                )
+            }
+        };
+        let local = conn.io.get_ref().0.local_addr().ok();
+        self.stream_exchange(&self.tls_pool, conn, cached, local, msg, id)
+            .await
+    }
+
+    /// One query over a stream connection; it goes back to `pool` after
+    /// a good reply.
+    async fn stream_exchange<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        pool: &Mutex<VecDeque<Conn<S>>>,
+        mut conn: Conn<S>,
+        cached: bool,
+        local: Option<SocketAddr>,
+        msg: &[u8],
+        id: u16,
+    ) -> Result<Vec<u8>, ConnectError> {
         let Ok(len) = u16::try_from(msg.len()) else {
             return Err(io::Error::other("message too large").into());
         };
         let mut out = Vec::with_capacity(msg.len() + 2);
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(msg);
-        match tokio::time::timeout(WRITE_TIMEOUT, conn.io.write_all(&out)).await {
+        let write = async {
+            conn.io.write_all(&out).await?;
+            conn.io.flush().await
+        };
+        match tokio::time::timeout(WRITE_TIMEOUT, write).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) if cached => return Err(ConnectError::CachedClosed),
             Ok(Err(e)) => return Err(e.into()),
@@ -333,7 +424,7 @@ impl Proxy {
             if h.id != id || !h.qr() {
                 continue;
             }
-            self.give_back(&self.tcp, conn);
+            self.give_back(pool, conn);
             return Ok(buf);
         }
     }
@@ -382,21 +473,12 @@ impl Proxy {
             .map_err(|_| io::Error::other("health check query"))?;
         b.finish();
         let fut = async {
-            if self.opts.hc_tcp {
+            if self.tls.is_some() {
+                let mut s = self.dial_tls().await?;
+                stream_roundtrip(&mut s, &msg, id).await
+            } else if self.opts.hc_tcp {
                 let mut s = self.dial_tcp().await?;
-                let len = u16::try_from(msg.len()).unwrap_or(0);
-                let mut out = len.to_be_bytes().to_vec();
-                out.extend_from_slice(&msg);
-                s.write_all(&out).await?;
-                loop {
-                    let mut lenb = [0u8; 2];
-                    s.read_exact(&mut lenb).await?;
-                    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
-                    s.read_exact(&mut buf).await?;
-                    if Header::parse(&buf).is_ok_and(|h| h.id == id && h.qr()) {
-                        return Ok(());
-                    }
-                }
+                stream_roundtrip(&mut s, &msg, id).await
             } else {
                 let s = self.dial_udp().await?;
                 s.send(&msg).await?;
@@ -412,6 +494,28 @@ impl Proxy {
         tokio::time::timeout(HC_TIMEOUT, fut)
             .await
             .map_err(|_| timeout_err("read", None, self.addr))?
+    }
+}
+
+/// Sends `msg` over a stream and waits for the reply with `id`.
+async fn stream_roundtrip<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    msg: &[u8],
+    id: u16,
+) -> io::Result<()> {
+    let len = u16::try_from(msg.len()).map_err(|_| io::Error::other("message too large"))?;
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend_from_slice(msg);
+    s.write_all(&out).await?;
+    s.flush().await?;
+    loop {
+        let mut lenb = [0u8; 2];
+        s.read_exact(&mut lenb).await?;
+        let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
+        s.read_exact(&mut buf).await?;
+        if Header::parse(&buf).is_ok_and(|h| h.id == id && h.qr()) {
+            return Ok(());
+        }
     }
 }
 

@@ -12,9 +12,10 @@ use clusterdns_corefile::{ConfigError, Directive, normalize_zone};
 use clusterdns_plugin::SetupCtx;
 use clusterdns_wire::{Name, Rcode};
 use parking_lot::Mutex;
+use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
-use super::proxy::{Proxy, ProxyOpts};
+use super::proxy::{Proxy, ProxyOpts, TlsTarget};
 use super::{Forward, Opts, Policy, parse_duration};
 
 /// CoreDNS's limit on upstreams per `forward`.
@@ -66,25 +67,55 @@ fn rcode(d: &Directive, s: &str) -> Result<Rcode, ConfigError> {
     Rcode::from_str(&s.to_ascii_uppercase()).map_err(|_| d.err(format!("{s} is not a valid rcode")))
 }
 
-/// One `to` entry: `[dns://]IP[:port]`, or a resolv.conf-style file.
-fn upstreams(
-    d: &Directive,
-    s: &str,
-    dir: &Path,
-    out: &mut Vec<SocketAddr>,
-) -> Result<(), ConfigError> {
+/// One upstream as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct To {
+    addr: SocketAddr,
+    /// `Some` for `tls://`, with the `%servername` if given.
+    tls: Option<Option<String>>,
+}
+
+/// One `to` entry: `[dns://]IP[:port]`, `tls://IP[%name][:port]`, or a
+/// resolv.conf-style file.
+fn upstreams(d: &Directive, s: &str, dir: &Path, out: &mut Vec<To>) -> Result<(), ConfigError> {
     let lower = s.to_ascii_lowercase();
-    for scheme in ["tls://", "https://", "grpc://", "quic://"] {
+    if lower.starts_with("tls://") {
+        let rest = &s[6..];
+        let (host, name) = match rest.split_once('%') {
+            Some((ip, tail)) => {
+                // `IP%name[:port]`: the port follows the name.
+                let (name, port) = match tail.rsplit_once(':') {
+                    Some((n, p)) if p.parse::<u16>().is_ok() => (n, Some(p)),
+                    _ => (tail, None),
+                };
+                let host = match port {
+                    Some(p) if ip.contains(':') => format!("[{ip}]:{p}"),
+                    Some(p) => format!("{ip}:{p}"),
+                    None => ip.to_string(),
+                };
+                (host, Some(name.to_string()))
+            }
+            None => (rest.to_string(), None),
+        };
+        let addr =
+            host_port(&host, 853).ok_or_else(|| d.err(format!("not an IP address: \"{s}\"")))?;
+        out.push(To {
+            addr,
+            tls: Some(name),
+        });
+        return Ok(());
+    }
+    for scheme in ["https://", "grpc://", "quic://"] {
         if lower.starts_with(scheme) {
             return Err(d.err(format!(
-                "{s}: transport {} is not supported by this build (only dns:// upstreams)",
+                "{s}: transport {} is not supported by this build (only dns:// and tls:// upstreams)",
                 scheme.trim_end_matches("://")
             )));
         }
     }
     let host = s.strip_prefix("dns://").unwrap_or(s);
-    if let Some(a) = host_port(host, 53) {
-        out.push(a);
+    if let Some(addr) = host_port(host, 53) {
+        out.push(To { addr, tls: None });
         return Ok(());
     }
     let path = if Path::new(s).is_absolute() {
@@ -100,8 +131,8 @@ fn upstreams(
         if words.next() != Some("nameserver") {
             continue;
         }
-        if let Some(a) = words.next().and_then(|w| host_port(w, 53)) {
-            out.push(a);
+        if let Some(addr) = words.next().and_then(|w| host_port(w, 53)) {
+            out.push(To { addr, tls: None });
         }
     }
     if out.len() == before {
@@ -142,7 +173,7 @@ fn parse(
     let mut seen = Vec::new();
     addrs.retain(|a| {
         let new = !seen.contains(a);
-        seen.push(*a);
+        seen.push(a.clone());
         new
     });
     if addrs.len() > MAX_TO {
@@ -175,6 +206,8 @@ fn parse(
         source: None,
     };
     let mut except = Vec::new();
+    let mut tls_args: Vec<std::path::PathBuf> = Vec::new();
+    let mut tls_servername: Option<String> = None;
     for o in &d.block {
         let args: Vec<&str> = o.arg_texts().collect();
         match o.name.text.as_str() {
@@ -282,9 +315,13 @@ fn parse(
                     if !p.exists() {
                         return Err(o.err(format!("open {a}: no such file or directory")));
                     }
+                    tls_args.push(p);
                 }
             }
-            "tls_servername" | "doh_method" => {
+            "tls_servername" => {
+                tls_servername = Some(one(o)?.to_string());
+            }
+            "doh_method" => {
                 one(o)?;
             }
             "source_address" => {
@@ -306,10 +343,35 @@ fn parse(
         return Err(d.err("max_age must be greater than or equal to expire"));
     }
     popts.hc_tcp = opts.force_tcp;
-    let proxies = addrs
-        .into_iter()
-        .map(|a| Arc::new(Proxy::new(a, popts.clone(), metrics)))
-        .collect();
+    let connector = if addrs.iter().any(|t| t.tls.is_some()) {
+        Some(super::tls::connector(&tls_args).map_err(|e| d.err(e))?)
+    } else {
+        None
+    };
+    let mut proxies = Vec::with_capacity(addrs.len());
+    for t in addrs {
+        let tls = match (&t.tls, &connector) {
+            (Some(per_upstream), Some(connector)) => {
+                if per_upstream.is_some() && tls_servername.is_some() {
+                    return Err(d.err(format!(
+                        "both forward ('tls_servername') and proxy level TLS servername are set for {}",
+                        t.addr
+                    )));
+                }
+                let name = match per_upstream.as_ref().or(tls_servername.as_ref()) {
+                    Some(n) => ServerName::try_from(n.clone())
+                        .map_err(|_| d.err(format!("invalid TLS server name {n}")))?,
+                    None => ServerName::IpAddress(t.addr.ip().into()),
+                };
+                Some(TlsTarget {
+                    connector: connector.clone(),
+                    name,
+                })
+            }
+            _ => None,
+        };
+        proxies.push(Arc::new(Proxy::new(t.addr, tls, popts.clone(), metrics)));
+    }
     Ok(Forward {
         from: from_name,
         except,
