@@ -572,3 +572,68 @@ remote-control:
         "SERVFAIL"
     );
 }
+
+#[test]
+fn failover_tries_the_next_upstream_on_listed_rcodes() {
+    let first = Fault::start(21);
+    let second = Fault::start(22);
+    first.set(Mode::Servfail);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {} {{\n policy sequential\n failover SERVFAIL\n }}\n}}\n",
+        first.to(),
+        second.to()
+    ));
+    let out = s.dig(&["+noall", "+answer", "f.example"]);
+    assert_eq!(lines(&out), vec!["f.example. 300 IN A 192.0.2.22"], "{out}");
+    // Without failover the SERVFAIL is the answer.
+    let plain = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {} {{\n policy sequential\n }}\n}}\n",
+        first.to(),
+        second.to()
+    ));
+    assert_eq!(status(&plain.dig(&["g.example"])), "SERVFAIL");
+}
+
+#[test]
+fn health_check_options_shape_the_probe() {
+    let bad = Fault::start(23);
+    bad.set(Mode::Stall);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {{\n health_check 200ms no_rec domain Example.NET\n read_timeout 300ms\n }}\n}}\n",
+        bad.to()
+    ));
+    assert_eq!(status(&s.dig(&["+time=5", "h.example"])), "SERVFAIL");
+    std::thread::sleep(Duration::from_millis(500));
+    let last = bad.state.last_ns.lock().expect("lock").clone();
+    let (name, rd) = last.expect("a health check arrived");
+    assert_eq!(name, b"\x07Example\x03NET\x00".to_vec());
+    assert!(!rd, "no_rec clears RD");
+}
+
+#[test]
+fn expired_connections_are_not_reused() {
+    let f = Fault::start(24);
+    let mp = free_port();
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n prometheus 127.0.0.1:{mp}\n forward . {} {{\n expire 1s\n }}\n}}\n",
+        f.to()
+    ));
+    s.dig(&["e1.example"]);
+    s.dig(&["e2.example"]);
+    std::thread::sleep(Duration::from_millis(1300));
+    s.dig(&["e3.example"]);
+    let out = Command::new("curl")
+        .args(["-s", &format!("http://127.0.0.1:{mp}/metrics")])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let to = f.to();
+    let hits = format!(
+        "coredns_proxy_conn_cache_hits_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 1"
+    );
+    let misses = format!(
+        "coredns_proxy_conn_cache_misses_total{{proto=\"udp\",proxy_name=\"forward\",to=\"{to}\"}} 2"
+    );
+    assert!(text.contains(&hits), "{text}");
+    assert!(text.contains(&misses), "{text}");
+}

@@ -47,6 +47,8 @@ pub struct State {
     pub tcp: AtomicU32,
     /// Health-check queries (`. NS`) received.
     pub ns_root: AtomicU32,
+    /// The last NS query: its name (wire form) and RD bit.
+    pub last_ns: std::sync::Mutex<Option<(Vec<u8>, bool)>>,
 }
 
 /// A running fault upstream.
@@ -78,6 +80,7 @@ impl Fault {
             udp: AtomicU32::new(0),
             tcp: AtomicU32::new(0),
             ns_root: AtomicU32::new(0),
+            last_ns: std::sync::Mutex::new(None),
         });
         let st = state.clone();
         let udp = Arc::new(udp);
@@ -175,8 +178,13 @@ fn question_end(q: &[u8]) -> Option<usize> {
 fn reply(st: &State, q: &[u8], tcp: bool) -> Option<Vec<u8>> {
     let qend = question_end(q)?;
     let qtype = u16::from_be_bytes([q[qend - 4], q[qend - 3]]);
-    if q.get(12) == Some(&0) && qtype == 2 {
-        st.ns_root.fetch_add(1, Ordering::SeqCst);
+    if qtype == 2 {
+        if q.get(12) == Some(&0) {
+            st.ns_root.fetch_add(1, Ordering::SeqCst);
+        }
+        if let Ok(mut last) = st.last_ns.lock() {
+            *last = Some((q[12..qend - 4].to_vec(), q[2] & 1 == 1));
+        }
     }
     let mode = st.mode.load(Ordering::SeqCst);
     let ttl = st.ttl.load(Ordering::SeqCst).to_be_bytes();

@@ -85,6 +85,13 @@ impl From<io::Error> for ConnectError {
     }
 }
 
+/// A connected UDP socket and its receive buffer (kept with it so a
+/// query does not zero 64 KiB).
+struct UdpConn {
+    sock: UdpSocket,
+    buf: Box<[u8]>,
+}
+
 struct Conn<T> {
     io: T,
     created: Instant,
@@ -100,7 +107,7 @@ pub(crate) struct Proxy {
     fails: AtomicU32,
     probing: AtomicBool,
     stopped: AtomicBool,
-    udp: Mutex<VecDeque<Conn<UdpSocket>>>,
+    udp: Mutex<VecDeque<Conn<UdpConn>>>,
     tcp: Mutex<VecDeque<Conn<TcpStream>>>,
     tls_pool: Mutex<VecDeque<Conn<TlsStream<TcpStream>>>>,
     tls: Option<TlsTarget>,
@@ -289,7 +296,7 @@ impl Proxy {
     }
 
     async fn udp_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
-        let conn = match self.fresh(&self.udp) {
+        let mut conn = match self.fresh(&self.udp) {
             Some(c) => {
                 self.hits[0].inc();
                 c
@@ -298,20 +305,23 @@ impl Proxy {
                 self.misses[0].inc();
                 let now = Instant::now();
                 Conn {
-                    io: self.dial_udp().await?,
+                    io: UdpConn {
+                        sock: self.dial_udp().await?,
+                        buf: vec![0u8; 65535].into_boxed_slice(),
+                    },
                     created: now,
                     used: now,
                 }
             }
         };
-        let local = conn.io.local_addr().ok();
-        tokio::time::timeout(WRITE_TIMEOUT, conn.io.send(msg))
+        let local = conn.io.sock.local_addr().ok();
+        tokio::time::timeout(WRITE_TIMEOUT, conn.io.sock.send(msg))
             .await
             .map_err(|_| timeout_err("write udp", local, self.addr))??;
-        let mut buf = vec![0u8; 65535];
         let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
         loop {
-            let n = tokio::time::timeout_at(deadline, conn.io.recv(&mut buf))
+            let UdpConn { sock, buf } = &mut conn.io;
+            let n = tokio::time::timeout_at(deadline, sock.recv(buf))
                 .await
                 .map_err(|_| timeout_err("read udp", local, self.addr))??;
             // Short reads and replies to other queries are skipped.
@@ -321,9 +331,9 @@ impl Proxy {
             if h.id != id || !h.qr() {
                 continue;
             }
-            buf.truncate(n);
+            let reply = buf[..n].to_vec();
             self.give_back(&self.udp, conn);
-            return Ok(buf);
+            return Ok(reply);
         }
     }
 
