@@ -175,7 +175,68 @@ fn qtype_for(name: &str) -> &'static [&'static str] {
 fn kubernetes_matches_coredns() {
     let Some(rig) = rig() else { return };
     corpus(&rig);
+    external_names_through_forward(&rig);
     options(&rig);
+}
+
+/// dnsmasq on a free loopback port answering every `example.com` name.
+struct Upstream {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Upstream {
+    fn start() -> Option<Upstream> {
+        let port = clusterdns_test_support::free_port().ok()?;
+        let child = std::process::Command::new("dnsmasq")
+            .args(["-k", "--bind-interfaces", "--listen-address=127.0.0.1", "--no-resolv"])
+            .args(["--no-hosts", "--conf-file=/dev/null", "--pid-file="])
+            .arg(format!("-p{port}"))
+            .args(["--address=/example.com/192.0.2.10", "--address=/example.com/2001:db8::10"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Some(Upstream { child, port })
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// ExternalName targets outside the zone are resolved through `forward`.
+fn external_names_through_forward(rig: &Rig) {
+    let Some(up) = Upstream::start() else {
+        eprintln!("no dnsmasq: skipping the ExternalName-through-forward table");
+        return;
+    };
+    let corefile = COREFILE.replace(
+        "        pods insecure\n    }\n",
+        &format!("        pods insecure\n    }}\n    forward . 127.0.0.1:{}\n", up.port),
+    );
+    assert!(corefile.contains("forward"));
+    let mut table = Table::new(&corefile).objects(OBJECTS).keep_objects();
+    for name in [
+        "ext.kplug.svc.cluster.local",
+        "EXT.kplug.svc.Cluster.Local",
+        "ext-in.kplug.svc.cluster.local",
+        "ext-chain.kplug.svc.cluster.local",
+        "svc1.kplug.svc.cluster.local",
+        "nope.kplug.svc.cluster.local",
+        "www.example.com",
+    ] {
+        for t in ["A", "AAAA", "CNAME", "SRV", "TXT"] {
+            table = table.case(Case::new(&format!("fwd {name} {t}"), Query::new(name, t)));
+        }
+    }
+    let report = table.run(rig).expect("table runs");
+    expect(&report, "fwd ext.kplug.svc.cluster.local A", 0, 2);
+    report.assert_ok();
 }
 
 fn corpus(rig: &Rig) {
