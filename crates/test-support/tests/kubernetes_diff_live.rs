@@ -13,6 +13,7 @@ use clusterdns_test_support::{Differential, Outcome, Query, Rig};
 const COREFILE: &str = ".:@PORT@ {
     bind 127.0.0.1
     ready 127.0.0.1:@PORT_READY@
+    prometheus 127.0.0.1:@PORT_PROM@
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig @KUBECONFIG@
     }
@@ -64,6 +65,37 @@ fn converge(d: &Differential, name: &str, qtype: &str, want: Option<&[&str]>) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `..._count{service_kind="KIND"}` of clusterdns's programming histogram.
+fn programming_count(d: &Differential, kind: &str) -> u64 {
+    use std::io::{Read, Write};
+    let port = d
+        .candidate
+        .ports
+        .get("PORT_PROM")
+        .copied()
+        .expect("metrics port");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics");
+    let _ = write!(s, "GET /metrics HTTP/1.0\r\n\r\n");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    let key = format!(
+        "coredns_kubernetes_dns_programming_duration_seconds_count{{service_kind=\"{kind}\"}} "
+    );
+    body.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Now, RFC 3339 in UTC with seconds (as the controller writes it).
+fn rig_time() -> String {
+    let out = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn slice(name: &str, family: &str, endpoints: &str) -> String {
@@ -157,6 +189,31 @@ fn scenario(rig: &Rig, d: &Differential) {
         "PTR",
         Some(&["PTR a.kplive.svc.cluster.local."]),
     );
+
+    // An EndpointSlice with a trigger time feeds the programming-duration
+    // histogram (ClusterIP service, exactly one service).
+    let before = programming_count(d, "cluster_ip");
+    let now = rig_time();
+    rig.apply_yaml(&format!(
+        "apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: a-1
+  namespace: kplive
+  labels: {{kubernetes.io/service-name: a}}
+  annotations: {{endpoints.kubernetes.io/last-change-trigger-time: \"{now}\"}}
+addressType: IPv4
+endpoints:
+- addresses: [10.244.8.9]
+  conditions: {{ready: true}}
+ports:
+- {{name: http, port: 8080, protocol: TCP}}
+"
+    ))
+    .expect("slice a-1");
+    converge(d, &format!("10-244-8-9.{a}"), "A", Some(&["A 10.244.8.9"]));
+    let after = programming_count(d, "cluster_ip");
+    assert!(after > before, "programming histogram: {before} -> {after}");
 
     // Update it: the port is renamed.
     rig.apply_yaml(&svc_a("web")).expect("svc a update");
