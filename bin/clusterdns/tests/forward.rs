@@ -637,3 +637,42 @@ fn expired_connections_are_not_reused() {
     assert!(text.contains(&hits), "{text}");
     assert!(text.contains(&misses), "{text}");
 }
+
+#[test]
+fn upstream_errors_are_logged_as_coredns_words_them() {
+    let closed = free_port();
+    let stall = Fault::start(25);
+    stall.set(Mode::Stall);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n errors\n forward . 127.0.0.1:{closed}\n}}\nstall.example:{{PORT}} {{\n errors\n forward . {} {{\n read_timeout 300ms\n }}\n}}\n",
+        stall.to()
+    ));
+    assert_eq!(status(&s.dig(&["a.example"])), "SERVFAIL");
+    assert_eq!(status(&s.dig(&["+tcp", "a.example"])), "SERVFAIL");
+    assert_eq!(status(&s.dig(&["x.stall.example"])), "SERVFAIL");
+    let (out, _) = s.stop();
+    let has = |prefix: &str, suffix: &str| {
+        out.lines()
+            .any(|l| l.starts_with(prefix) && l.ends_with(suffix))
+    };
+    let refused = format!("->127.0.0.1:{closed}: read: connection refused");
+    assert!(
+        has(
+            "[ERROR] plugin/errors: 2 a.example. A: read udp 127.0.0.1:",
+            &refused
+        ),
+        "{out}"
+    );
+    let dial = format!(
+        "[ERROR] plugin/errors: 2 a.example. A: dial tcp 127.0.0.1:{closed}: connect: connection refused"
+    );
+    assert!(out.lines().any(|l| l == dial), "{out}");
+    let timeout = format!("->{}: i/o timeout", stall.to());
+    assert!(
+        has(
+            "[ERROR] plugin/errors: 2 x.stall.example. A: read udp 127.0.0.1:",
+            &timeout
+        ),
+        "{out}"
+    );
+}

@@ -23,8 +23,10 @@ pub enum PluginError {
         /// What went wrong.
         msg: String,
     },
-    /// Every upstream failed or timed out.
-    #[error("plugin/{plugin}: {source}")]
+    /// Every upstream failed or timed out. Shown as the bare network
+    /// error, as CoreDNS's *errors* plugin prints forward's errors
+    /// (`read udp 127.0.0.1:40000->10.0.0.10:53: i/o timeout`).
+    #[error("{source}")]
     Upstream {
         /// The failing plugin.
         plugin: &'static str,

@@ -280,7 +280,8 @@ impl Proxy {
         }
         let stream = tokio::time::timeout(DIAL_TIMEOUT, s.connect(self.addr))
             .await
-            .map_err(|_| timeout_err("dial tcp", None, self.addr))??;
+            .map_err(|_| timeout_err("dial tcp", None, self.addr))?
+            .map_err(|e| go_err("connect", "tcp", None, self.addr, e))?;
         let _ = stream.set_nodelay(true);
         Ok(stream)
     }
@@ -317,13 +318,15 @@ impl Proxy {
         let local = conn.io.sock.local_addr().ok();
         tokio::time::timeout(WRITE_TIMEOUT, conn.io.sock.send(msg))
             .await
-            .map_err(|_| timeout_err("write udp", local, self.addr))??;
+            .map_err(|_| timeout_err("write udp", local, self.addr))?
+            .map_err(|e| go_err("write", "udp", local, self.addr, e))?;
         let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
         loop {
             let UdpConn { sock, buf } = &mut conn.io;
             let n = tokio::time::timeout_at(deadline, sock.recv(buf))
                 .await
-                .map_err(|_| timeout_err("read udp", local, self.addr))??;
+                .map_err(|_| timeout_err("read udp", local, self.addr))?
+                .map_err(|e| go_err("read", "udp", local, self.addr, e))?;
             // Short reads and replies to other queries are skipped.
             let Ok(h) = Header::parse(&buf[..n]) else {
                 continue;
@@ -411,7 +414,7 @@ impl Proxy {
         match tokio::time::timeout(WRITE_TIMEOUT, write).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) if cached => return Err(ConnectError::CachedClosed),
-            Ok(Err(e)) => return Err(e.into()),
+            Ok(Err(e)) => return Err(go_err("write", "tcp", local, self.addr, e).into()),
             Err(_) => return Err(timeout_err("write tcp", local, self.addr).into()),
         }
         let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
@@ -420,14 +423,15 @@ impl Proxy {
             match tokio::time::timeout_at(deadline, conn.io.read_exact(&mut lenb)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(_)) if cached => return Err(ConnectError::CachedClosed),
-                Ok(Err(e)) => return Err(e.into()),
+                Ok(Err(e)) => return Err(go_err("read", "tcp", local, self.addr, e).into()),
                 Err(_) => return Err(timeout_err("read tcp", local, self.addr).into()),
             }
             let n = usize::from(u16::from_be_bytes(lenb));
             let mut buf = vec![0u8; n];
             tokio::time::timeout_at(deadline, conn.io.read_exact(&mut buf))
                 .await
-                .map_err(|_| timeout_err("read tcp", local, self.addr))??;
+                .map_err(|_| timeout_err("read tcp", local, self.addr))?
+                .map_err(|e| go_err("read", "tcp", local, self.addr, e))?;
             let Ok(h) = Header::parse(&buf) else {
                 return Err(io::Error::other("dns: short read from upstream").into());
             };
@@ -527,6 +531,35 @@ async fn stream_roundtrip<S: AsyncRead + AsyncWrite + Unpin>(
             return Ok(());
         }
     }
+}
+
+/// An I/O error worded as Go's net package words it, for the *errors*
+/// plugin's log line: `read udp 127.0.0.1:40000->127.0.0.1:53: read:
+/// connection refused`, `dial tcp 127.0.0.1:53: connect: connection
+/// refused`, or `EOF` for a closed stream.
+fn go_err(
+    syscall: &str,
+    net: &str,
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+    e: io::Error,
+) -> io::Error {
+    let kind = e.kind();
+    if kind == io::ErrorKind::UnexpectedEof {
+        return io::Error::new(kind, "EOF");
+    }
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    let msg: String = match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    };
+    let line = match (syscall, local) {
+        ("connect", _) | (_, None) => format!("dial {net} {remote}: {syscall}: {msg}"),
+        (op, Some(l)) => format!("{op} {net} {l}->{remote}: {op}: {msg}"),
+    };
+    io::Error::new(kind, line)
 }
 
 /// An `i/o timeout` error worded as Go's net package words it, for the
