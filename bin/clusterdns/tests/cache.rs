@@ -271,3 +271,23 @@ fn same_ttls_flags_and_metrics_as_the_reference_coredns() {
     );
     assert_eq!(a, b);
 }
+
+#[test]
+fn answers_of_hosts_are_cached_and_age() {
+    let s =
+        Server::start(".:{PORT} {\n cache\n hosts {\n 192.0.2.80 web.example\n ttl 100\n }\n}\n");
+    let first = s.dig(&["+noall", "+answer", "web.example"]);
+    assert_eq!(
+        lines(&first),
+        vec!["web.example. 100 IN A 192.0.2.80"],
+        "{first}"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    // hosts itself always says 100: 99 comes from the cache.
+    let second = s.dig(&["+noall", "+answer", "web.example"]);
+    assert_eq!(
+        lines(&second),
+        vec!["web.example. 99 IN A 192.0.2.80"],
+        "{second}"
+    );
+}

@@ -31,43 +31,39 @@ fn wait_answering(port: u16) {
     panic!("upstream on {port} did not come up");
 }
 
+/// Starts Unbound in `dir` with `listen` lines (interface, ports, TLS)
+/// and the zone `example.org` holding `data` records.
+fn start_unbound(dir: &std::path::Path, listen: &str, data: &[&str]) -> Daemon {
+    let mut conf = format!(
+        "server:\n{listen}    do-daemonize: no\n    use-syslog: no\n    logfile: \"\"\n    username: \"\"\n    chroot: \"\"\n    directory: \"{}\"\n    pidfile: \"\"\n    do-ip6: no\n    access-control: 127.0.0.0/8 allow\n    local-zone: \"example.org.\" static\n    local-data: \"example.org. 300 IN SOA ns.example.org. h.example.org. 1 2 3 4 60\"\n",
+        dir.display()
+    );
+    for d in data {
+        conf.push_str(&format!("    local-data: \"{d}\"\n"));
+    }
+    conf.push_str("remote-control:\n    control-enable: no\n");
+    let path = dir.join("unbound.conf");
+    std::fs::write(&path, conf).expect("write unbound.conf");
+    Daemon(
+        Command::new("unbound")
+            .arg("-d")
+            .arg("-c")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start unbound"),
+    )
+}
+
 /// Unbound with local data on a free port.
 fn unbound(dir: &std::path::Path) -> (Daemon, u16) {
     let port = free_port();
-    let conf = format!(
-        r#"server:
-    interface: 127.0.0.1
-    port: {port}
-    do-daemonize: no
-    use-syslog: no
-    logfile: ""
-    username: ""
-    chroot: ""
-    directory: "{dir}"
-    pidfile: ""
-    do-ip6: no
-    access-control: 127.0.0.0/8 allow
-    local-zone: "example.org." static
-    local-data: "example.org. 300 IN SOA ns.example.org. h.example.org. 1 2 3 4 60"
-    local-data: "www.example.org. 30 IN A 192.0.2.2"
-    local-data: "big.example.org. 30 IN TXT \"{txt}\""
-remote-control:
-    control-enable: no
-"#,
-        dir = dir.display(),
-        txt = "x".repeat(200),
+    let d = start_unbound(
+        dir,
+        &format!("    interface: 127.0.0.1\n    port: {port}\n"),
+        &["www.example.org. 30 IN A 192.0.2.2"],
     );
-    let path = dir.join("unbound.conf");
-    std::fs::write(&path, conf).expect("write unbound.conf");
-    let child = Command::new("unbound")
-        .arg("-d")
-        .arg("-c")
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start unbound");
-    let d = Daemon(child);
     wait_answering(port);
     (d, port)
 }
@@ -499,39 +495,14 @@ fn dns_over_tls_to_unbound() {
     let d = dir.path();
     make_certs(d);
     let port = free_port();
-    let conf = format!(
-        r#"server:
-    interface: 127.0.0.1@{port}
-    tls-port: {port}
-    tls-service-key: "{d}/key.pem"
-    tls-service-pem: "{d}/cert.pem"
-    do-daemonize: no
-    use-syslog: no
-    logfile: ""
-    username: ""
-    chroot: ""
-    directory: "{d}"
-    pidfile: ""
-    do-ip6: no
-    access-control: 127.0.0.0/8 allow
-    local-zone: "example.org." static
-    local-data: "example.org. 300 IN SOA ns.example.org. h.example.org. 1 2 3 4 60"
-    local-data: "dot.example.org. 30 IN A 192.0.2.53"
-remote-control:
-    control-enable: no
-"#,
-        d = d.display()
-    );
-    std::fs::write(d.join("unbound.conf"), conf).expect("write");
-    let _u = Daemon(
-        Command::new("unbound")
-            .arg("-d")
-            .arg("-c")
-            .arg(d.join("unbound.conf"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start unbound"),
+    let _u = start_unbound(
+        d,
+        &format!(
+            "    interface: 127.0.0.1@{port}\n    tls-port: {port}\n    tls-service-key: \"{k}\"\n    tls-service-pem: \"{c}\"\n",
+            k = d.join("key.pem").display(),
+            c = d.join("cert.pem").display()
+        ),
+        &["dot.example.org. 30 IN A 192.0.2.53"],
     );
     std::thread::sleep(Duration::from_millis(800));
     let ca = d.join("ca.pem");
