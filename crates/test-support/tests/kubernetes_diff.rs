@@ -176,7 +176,55 @@ fn kubernetes_matches_coredns() {
     let Some(rig) = rig() else { return };
     corpus(&rig);
     external_names_through_forward(&rig);
+    watch_options(&rig);
     options(&rig);
+}
+
+const WATCH_OPTIONS_COREFILE: &str = ".:@PORT@ {
+    bind 127.0.0.1
+    ready 127.0.0.1:@PORT_READY@
+    kubernetes cluster.local in-addr.arpa {
+        kubeconfig @KUBECONFIG@
+        noendpoints
+        pods verified
+        namespace_labels kubernetes.io/metadata.name=kplug
+    }
+}
+";
+
+/// Options that change what is watched: no EndpointSlices, Pods (none
+/// have IPs on the rig), a namespace label selector.
+fn watch_options(rig: &Rig) {
+    let mut table = Table::new(WATCH_OPTIONS_COREFILE)
+        .objects(OBJECTS)
+        .keep_objects();
+    for name in [
+        "svc1.kplug.svc.cluster.local",
+        "hdls.kplug.svc.cluster.local",
+        "10-244-7-1.svc1.kplug.svc.cluster.local",
+        "_http._tcp.hdls.kplug.svc.cluster.local",
+        "1.7.244.10.in-addr.arpa",
+        "1.77.96.10.in-addr.arpa",
+        "kubernetes.default.svc.cluster.local",
+        "default.svc.cluster.local",
+        "kplug.svc.cluster.local",
+        "10-244-7-11.kplug.pod.cluster.local",
+        "kplug.pod.cluster.local",
+        "ext-in.kplug.svc.cluster.local",
+    ] {
+        for t in ["A", "SRV", "PTR", "TXT"] {
+            table = table.case(Case::new(&format!("watch {name} {t}"), Query::new(name, t)));
+        }
+    }
+    let report = table.run(rig).expect("table runs");
+    expect(&report, "watch svc1.kplug.svc.cluster.local A", 0, 1);
+    expect(
+        &report,
+        "watch kubernetes.default.svc.cluster.local A",
+        3,
+        0,
+    );
+    report.assert_ok();
 }
 
 /// dnsmasq on a free loopback port answering every `example.com` name.
@@ -189,10 +237,18 @@ impl Upstream {
     fn start() -> Option<Upstream> {
         let port = clusterdns_test_support::free_port().ok()?;
         let child = std::process::Command::new("dnsmasq")
-            .args(["-k", "--bind-interfaces", "--listen-address=127.0.0.1", "--no-resolv"])
+            .args([
+                "-k",
+                "--bind-interfaces",
+                "--listen-address=127.0.0.1",
+                "--no-resolv",
+            ])
             .args(["--no-hosts", "--conf-file=/dev/null", "--pid-file="])
             .arg(format!("-p{port}"))
-            .args(["--address=/example.com/192.0.2.10", "--address=/example.com/2001:db8::10"])
+            .args([
+                "--address=/example.com/192.0.2.10",
+                "--address=/example.com/2001:db8::10",
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -217,7 +273,10 @@ fn external_names_through_forward(rig: &Rig) {
     };
     let corefile = COREFILE.replace(
         "        pods insecure\n    }\n",
-        &format!("        pods insecure\n    }}\n    forward . 127.0.0.1:{}\n", up.port),
+        &format!(
+            "        pods insecure\n    }}\n    forward . 127.0.0.1:{}\n",
+            up.port
+        ),
     );
     assert!(corefile.contains("forward"));
     let mut table = Table::new(&corefile).objects(OBJECTS).keep_objects();

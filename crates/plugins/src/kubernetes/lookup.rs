@@ -286,6 +286,8 @@ pub(crate) struct LookupOpts {
     pub pods: PodMode,
     pub pod_names: bool,
     pub ignore_empty_service: bool,
+    /// EndpointSlices are used (`false` with `noendpoints`).
+    pub endpoints: bool,
 }
 
 impl LookupOpts {
@@ -362,7 +364,10 @@ impl LookupOpts {
         let Some(svc) = snap.service(ns, name) else {
             return Records::NameError;
         };
-        let eps = snap.endpoints(svc.namespace(), svc.name());
+        let eps = self
+            .endpoints
+            .then(|| snap.endpoints(svc.namespace(), svc.name()))
+            .flatten();
         if self.ignore_empty_service
             && svc.kind() != ServiceKind::ExternalName
             && !svc.is_headless()

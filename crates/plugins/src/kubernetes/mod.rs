@@ -336,6 +336,7 @@ impl Kubernetes {
             }
         }
         let target = |hit: ReverseHit<'s>| match hit {
+            ReverseHit::Endpoint { .. } if !self.opts.endpoints => None,
             ReverseHit::Endpoint {
                 namespace,
                 service,
@@ -366,7 +367,12 @@ impl Kubernetes {
     /// server's addresses, else `ns.dns.<zone>` with those addresses.
     fn ns_addrs<'s>(&self, snap: &'s Snapshot, f: &mut dyn FnMut(NsName<'s>, IpAddr)) {
         let mut found = false;
-        for local in &self.local_ips {
+        let locals = if self.opts.endpoints {
+            &self.local_ips[..]
+        } else {
+            &[]
+        };
+        for local in locals {
             for hit in snap.reverse(*local) {
                 let ReverseHit::Endpoint {
                     namespace, service, ..

@@ -315,6 +315,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
             pods: o.pods,
             pod_names: o.pod_names,
             ignore_empty_service: o.ignore_empty_service,
+            endpoints: !o.noendpoints,
         },
         snapshots: snapshots.clone(),
         local_ips: local_ips(ctx),

@@ -280,10 +280,16 @@ fn srv_records() {
         Rtype::SRV,
         OK,
         &[
-            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 80 svc1.kplug.svc.cluster.local.",
-            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 53 svc1.kplug.svc.cluster.local.",
-            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 8443 svc1.kplug.svc.cluster.local.",
+            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 50 80 svc1.kplug.svc.cluster.local.",
+            "svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 50 53 svc1.kplug.svc.cluster.local.",
         ],
+    );
+    check(
+        &p,
+        &n("svc2.kplug.svc"),
+        Rtype::SRV,
+        OK,
+        &["svc2.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 100 8443 svc2.kplug.svc.cluster.local."],
     );
     check(
         &p,
@@ -769,9 +775,8 @@ fn garbage_names_do_not_panic() {
         Rtype::SRV,
         OK,
         &[
-            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 80 svc1.kplug.svc.cluster.local.",
-            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 53 svc1.kplug.svc.cluster.local.",
-            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 33 8443 svc1.kplug.svc.cluster.local.",
+            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 50 80 svc1.kplug.svc.cluster.local.",
+            "_._.svc1.kplug.svc.cluster.local.\t5\tIN\tSRV\t0 50 53 svc1.kplug.svc.cluster.local.",
         ],
     );
 }
