@@ -791,12 +791,18 @@ impl Kubernetes {
             self.write_negative(req, w, &snap, &s, rcode);
             return Ok(Flow::Answered);
         }
+        // An ExternalName leaving the zone, with plugins after this one to
+        // resolve it: decided before anything is written.
+        if let Plan::Addrs(Found::External(svc)) = &plan
+            && self.tail.get().is_some_and(|t| !t.plugins().is_empty())
+            && let Some(ext) = svc.external_name()
+            && let Chase::External(chain) = self.chase(&snap, &s, zone, qtype, ext)
+        {
+            return Err(Box::new(chain));
+        }
         let mut b = w.reply(req);
-        let pending = self.write_plan(&mut b, &snap, &s, zone, qtype, &plan);
-        if let Some(chain) = pending {
-            if self.tail.get().is_some_and(|t| !t.plugins().is_empty()) {
-                return Err(Box::new(chain));
-            }
+        if let Some(chain) = self.write_plan(&mut b, &snap, &s, zone, qtype, &plan) {
+            // Nobody after us: the CNAMEs alone.
             self.push_cnames(&mut b, &chain);
         }
         if b.counts()[1] == 0 {
