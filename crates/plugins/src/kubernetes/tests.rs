@@ -780,3 +780,108 @@ fn garbage_names_do_not_panic() {
         ],
     );
 }
+
+#[test]
+fn odd_objects_do_not_break_answers() {
+    let long = "x".repeat(70);
+    let mut ports = String::new();
+    for i in 1..=3000 {
+        ports.push_str(&format!("  - {{name: p{i}, port: {i}, protocol: TCP}}\n"));
+    }
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: odd}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {long}, namespace: odd}}
+spec: {{clusterIP: 10.96.9.1, ports: [{{name: http, port: 80}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: bad-ip, namespace: odd}}
+spec: {{clusterIP: 10.96.9.300, ports: [{{name: http, port: 80}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: many, namespace: odd}}
+spec:
+  clusterIP: 10.96.9.2
+  ports:
+{ports}---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: many-a, namespace: odd, labels: {{kubernetes.io/service-name: many}}}}
+addressType: IPv4
+endpoints:
+- addresses: [not-an-ip, 10.244.9.1]
+  hostname: "bad_host!"
+- addresses: []
+- {{}}
+ports:
+- {{name: http, port: 0}}
+- {{name: https, port: 443}}
+---
+kind: Service
+metadata: {{namespace: odd}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: noports, namespace: odd}}
+spec: {{type: ClusterIP}}
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("odd.yaml"), yaml).unwrap();
+    let r = setup_in(
+        DEF,
+        ".:53 {\n kubernetes cluster.local in-addr.arpa {\n  snapshot odd.yaml\n }\n}",
+        dir.path(),
+    )
+    .unwrap();
+    let p = r.plugins;
+    // The 70-byte name cannot be asked for; the 63-byte prefix is another name.
+    check(
+        &p,
+        &format!("{}.odd.svc.cluster.local.", &long[..63]),
+        Rtype::A,
+        NX,
+        &[],
+    );
+    check(&p, &n("bad-ip.odd.svc"), Rtype::A, OK, &[]);
+    check(
+        &p,
+        &n("many.odd.svc"),
+        Rtype::A,
+        OK,
+        &["many.odd.svc.cluster.local.\t5\tIN\tA\t10.96.9.2"],
+    );
+    // 3000 SRV records: capped at the largest message, no panic.
+    let srv = ask(&p, &n("many.odd.svc"), Rtype::SRV);
+    assert_eq!(srv.rcode, OK);
+    assert!(srv.answer.len() > 100, "{}", srv.answer.len());
+    assert!(
+        srv.answer[0].contains("\tSRV\t0 1 1 many.odd.svc.cluster.local."),
+        "{}",
+        srv.answer[0]
+    );
+    check(
+        &p,
+        &n("_p2999._tcp.many.odd.svc"),
+        Rtype::SRV,
+        OK,
+        &[
+            "_p2999._tcp.many.odd.svc.cluster.local.\t5\tIN\tSRV\t0 100 2999 many.odd.svc.cluster.local.",
+        ],
+    );
+    // The valid address of the odd slice is served; the invalid one is not.
+    check(
+        &p,
+        &n("10-244-9-1.many.odd.svc"),
+        Rtype::A,
+        OK,
+        &["10-244-9-1.many.odd.svc.cluster.local.\t5\tIN\tA\t10.244.9.1"],
+    );
+    check(&p, &n("noports.odd.svc"), Rtype::A, OK, &[]);
+}
