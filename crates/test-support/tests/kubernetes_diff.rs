@@ -357,7 +357,7 @@ const OPTIONS_COREFILE: &str = ".:@PORT@ {
     bind 127.0.0.1
     ready 127.0.0.1:@PORT_READY@
     kubernetes cluster.local 10.96.0.0/16 {
-        kubeconfig @KUBECONFIG@
+        kubeconfig @KUBECONFIG@ clusterdns-rig
         namespaces kplug
         endpoint_pod_names
         ignore empty_service
