@@ -647,3 +647,46 @@ fn upstream_errors_are_logged_as_coredns_words_them() {
         "{out}"
     );
 }
+
+#[test]
+fn tcp_queries_are_pipelined_on_one_connection() {
+    let f = Fault::start(26);
+    f.set(Mode::Slow);
+    f.state
+        .delay_ms
+        .store(400, std::sync::atomic::Ordering::SeqCst);
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n forward . {} {{\n force_tcp\n }}\n}}\n",
+        f.to()
+    ));
+    // One query opens the connection.
+    assert_eq!(status(&s.dig(&["warm.example"])), "NOERROR");
+    let port = s.port;
+    let t = Instant::now();
+    let threads: Vec<_> = (0..20u16)
+        .map(|i| {
+            std::thread::spawn(move || {
+                fault::exchange(
+                    port,
+                    &fault::query(&format!("p{i}.example"), i),
+                    Duration::from_secs(3),
+                )
+            })
+        })
+        .collect();
+    for (i, t) in threads.into_iter().enumerate() {
+        let r = t
+            .join()
+            .expect("join")
+            .unwrap_or_else(|| panic!("query {i}: no reply"));
+        assert_eq!(r[3] & 0x0f, 0, "query {i}");
+    }
+    // Twenty 400ms queries in flight at once on one connection.
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(f.tcp(), 21);
+    assert_eq!(f.state.conns.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -47,6 +47,8 @@ pub struct State {
     pub tcp: AtomicU32,
     /// Health-check queries (`. NS`) received.
     pub ns_root: AtomicU32,
+    /// TCP connections accepted.
+    pub conns: AtomicU32,
     /// The last NS query: its name (wire form) and RD bit.
     pub last_ns: std::sync::Mutex<Option<(Vec<u8>, bool)>>,
 }
@@ -80,6 +82,7 @@ impl Fault {
             udp: AtomicU32::new(0),
             tcp: AtomicU32::new(0),
             ns_root: AtomicU32::new(0),
+            conns: AtomicU32::new(0),
             last_ns: std::sync::Mutex::new(None),
         });
         let st = state.clone();
@@ -138,8 +141,13 @@ impl Fault {
     }
 }
 
-fn serve_tcp(st: &State, mut c: TcpStream) {
+/// Serves one TCP connection; each query is answered from its own
+/// thread, so pipelined queries are answered out of order.
+fn serve_tcp(st: &Arc<State>, mut c: TcpStream) {
+    st.conns.fetch_add(1, Ordering::SeqCst);
     let _ = c.set_nodelay(true);
+    let Ok(w) = c.try_clone() else { return };
+    let w = Arc::new(std::sync::Mutex::new(w));
     loop {
         let mut len = [0u8; 2];
         if c.read_exact(&mut len).is_err() {
@@ -150,13 +158,19 @@ fn serve_tcp(st: &State, mut c: TcpStream) {
             return;
         }
         st.tcp.fetch_add(1, Ordering::SeqCst);
-        if let Some(r) = reply(st, &q, true) {
-            let mut out = (r.len() as u16).to_be_bytes().to_vec();
-            out.extend_from_slice(&r);
-            if c.write_all(&out).is_err() {
-                return;
+        let (st2, w) = (st.clone(), w.clone());
+        std::thread::spawn(move || {
+            if let Some(r) = reply(&st2, &q, true) {
+                let mut out = (r.len() as u16).to_be_bytes().to_vec();
+                out.extend_from_slice(&r);
+                if let Ok(mut w) = w.lock() {
+                    let _ = w.write_all(&out);
+                    if st2.one_shot_tcp.load(Ordering::SeqCst) {
+                        let _ = w.shutdown(std::net::Shutdown::Both);
+                    }
+                }
             }
-        }
+        });
         if st.one_shot_tcp.load(Ordering::SeqCst) {
             return;
         }

@@ -2,6 +2,7 @@
 
 mod duration;
 mod metrics;
+mod pipe;
 mod proxy;
 mod setup;
 mod tls;

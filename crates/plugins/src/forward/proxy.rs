@@ -18,6 +18,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
+use super::pipe::{Pipe, PipeError};
 
 /// Write deadline of an exchange (CoreDNS `defaultTimeout` for writes).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -108,8 +109,8 @@ pub(crate) struct Proxy {
     probing: AtomicBool,
     stopped: AtomicBool,
     udp: Mutex<VecDeque<Conn<UdpConn>>>,
-    tcp: Mutex<VecDeque<Conn<TcpStream>>>,
-    tls_pool: Mutex<VecDeque<Conn<TlsStream<TcpStream>>>>,
+    tcp_pipe: Mutex<Option<Arc<Pipe>>>,
+    tls_pipe: Mutex<Option<Arc<Pipe>>>,
     tls: Option<TlsTarget>,
     opts: ProxyOpts,
     hc_failures: Arc<Counter>,
@@ -151,8 +152,8 @@ impl Proxy {
             probing: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             udp: Mutex::new(VecDeque::new()),
-            tcp: Mutex::new(VecDeque::new()),
-            tls_pool: Mutex::new(VecDeque::new()),
+            tcp_pipe: Mutex::new(None),
+            tls_pipe: Mutex::new(None),
             tls,
             opts,
             hc_failures: m.hc_failures.with(&["forward", l]),
@@ -187,8 +188,8 @@ impl Proxy {
     pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
         self.udp.lock().clear();
-        self.tcp.lock().clear();
-        self.tls_pool.lock().clear();
+        *self.tcp_pipe.lock() = None;
+        *self.tls_pipe.lock() = None;
     }
 
     /// The transport for this upstream: TLS upstreams always use TLS.
@@ -213,8 +214,7 @@ impl Proxy {
         clusterdns_wire::set_id(&mut msg, id);
         let reply = match t {
             Transport::Udp => self.udp_exchange(&msg, id).await?,
-            Transport::Tcp => self.tcp_exchange(&msg, id).await?,
-            Transport::Tls => self.tls_exchange(&msg, id).await?,
+            Transport::Tcp | Transport::Tls => self.stream_exchange(t, &msg).await?,
         };
         let rcode = Header::parse(&reply).map_or(2, |h| u16::from(h.rcode_low()));
         let secs = start.elapsed().as_secs_f64();
@@ -340,106 +340,50 @@ impl Proxy {
         }
     }
 
-    async fn tcp_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
-        let (conn, cached) = match self.fresh(&self.tcp) {
-            Some(c) => {
-                self.hits[1].inc();
-                (c, true)
-            }
-            None => {
-                self.misses[1].inc();
-                let now = Instant::now();
-                let io = self.dial_tcp().await?;
-                (
-                    Conn {
-                        io,
-                        created: now,
-                        used: now,
-                    },
-                    false,
-                )
-            }
+    /// The live pipelined connection for `t`, or a fresh one; `true`
+    /// when it was reused.
+    async fn pipe_for(&self, t: Transport) -> Result<(Arc<Pipe>, bool), ConnectError> {
+        let (slot, i) = match t {
+            Transport::Tls => (&self.tls_pipe, 2),
+            _ => (&self.tcp_pipe, 1),
         };
-        let local = conn.io.local_addr().ok();
-        self.stream_exchange(&self.tcp, conn, cached, local, msg, id)
-            .await
-    }
-
-    async fn tls_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
-        let (conn, cached) = match self.fresh(&self.tls_pool) {
-            Some(c) => {
-                self.hits[2].inc();
-                (c, true)
-            }
-            None => {
-                self.misses[2].inc();
-                let now = Instant::now();
-                let io = self.dial_tls().await?;
-                (
-                    Conn {
-                        io,
-                        created: now,
-                        used: now,
-                    },
-                    false,
-                )
-            }
-        };
-        let local = conn.io.get_ref().0.local_addr().ok();
-        self.stream_exchange(&self.tls_pool, conn, cached, local, msg, id)
-            .await
-    }
-
-    /// One query over a stream connection; it goes back to `pool` after
-    /// a good reply.
-    async fn stream_exchange<S: AsyncRead + AsyncWrite + Unpin>(
-        &self,
-        pool: &Mutex<VecDeque<Conn<S>>>,
-        mut conn: Conn<S>,
-        cached: bool,
-        local: Option<SocketAddr>,
-        msg: &[u8],
-        id: u16,
-    ) -> Result<Vec<u8>, ConnectError> {
-        let Ok(len) = u16::try_from(msg.len()) else {
-            return Err(io::Error::other("message too large").into());
-        };
-        let mut out = Vec::with_capacity(msg.len() + 2);
-        out.extend_from_slice(&len.to_be_bytes());
-        out.extend_from_slice(msg);
-        let write = async {
-            conn.io.write_all(&out).await?;
-            conn.io.flush().await
-        };
-        match tokio::time::timeout(WRITE_TIMEOUT, write).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) if cached => return Err(ConnectError::CachedClosed),
-            Ok(Err(e)) => return Err(go_err("write", "tcp", local, self.addr, e).into()),
-            Err(_) => return Err(timeout_err("write tcp", local, self.addr).into()),
+        let current = slot
+            .lock()
+            .as_ref()
+            .filter(|p| p.usable(self.opts.expire, self.opts.max_age))
+            .cloned();
+        if let Some(p) = current {
+            self.hits[i].inc();
+            return Ok((p, true));
         }
+        self.misses[i].inc();
+        let p = match t {
+            Transport::Tls => {
+                let s = self.dial_tls().await?;
+                let local = s.get_ref().0.local_addr().ok();
+                Pipe::start(s, local)
+            }
+            _ => {
+                let s = self.dial_tcp().await?;
+                let local = s.local_addr().ok();
+                Pipe::start(s, local)
+            }
+        };
+        *slot.lock() = Some(p.clone());
+        Ok((p, false))
+    }
+
+    /// One query over the upstream's pipelined TCP or TLS connection.
+    async fn stream_exchange(&self, t: Transport, msg: &[u8]) -> Result<Vec<u8>, ConnectError> {
+        let (pipe, cached) = self.pipe_for(t).await?;
         let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
-        loop {
-            let mut lenb = [0u8; 2];
-            match tokio::time::timeout_at(deadline, conn.io.read_exact(&mut lenb)).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(_)) if cached => return Err(ConnectError::CachedClosed),
-                Ok(Err(e)) => return Err(go_err("read", "tcp", local, self.addr, e).into()),
-                Err(_) => return Err(timeout_err("read tcp", local, self.addr).into()),
+        match pipe.exchange(msg, deadline).await {
+            Ok(reply) => Ok(reply),
+            Err(PipeError::Closed) if cached => Err(ConnectError::CachedClosed),
+            Err(PipeError::Closed) => {
+                Err(io::Error::new(io::ErrorKind::UnexpectedEof, "EOF").into())
             }
-            let n = usize::from(u16::from_be_bytes(lenb));
-            let mut buf = vec![0u8; n];
-            tokio::time::timeout_at(deadline, conn.io.read_exact(&mut buf))
-                .await
-                .map_err(|_| timeout_err("read tcp", local, self.addr))?
-                .map_err(|e| go_err("read", "tcp", local, self.addr, e))?;
-            let Ok(h) = Header::parse(&buf) else {
-                return Err(io::Error::other("dns: short read from upstream").into());
-            };
-            if h.id != id || !h.qr() {
-                continue;
-            }
-            self.give_back(pool, conn);
-            return Ok(buf);
+            Err(PipeError::Timeout) => Err(timeout_err("read tcp", pipe.local(), self.addr).into()),
         }
     }
 

@@ -1,0 +1,173 @@
+//! A pipelined stream connection (TCP or TLS) to one upstream: any number
+//! of queries in flight, written in turn by a writer task, their replies
+//! matched by message ID by a reader task.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clusterdns_wire::Header;
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+type Waiting = Arc<Mutex<HashMap<u16, oneshot::Sender<Vec<u8>>>>>;
+
+/// Why a pipelined exchange failed.
+#[derive(Debug)]
+pub(crate) enum PipeError {
+    /// The connection closed or broke before the reply came.
+    Closed,
+    /// No reply before the deadline.
+    Timeout,
+}
+
+/// One pipelined connection.
+pub(crate) struct Pipe {
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    waiting: Waiting,
+    dead: Arc<AtomicBool>,
+    created: Instant,
+    /// Milliseconds after `created` of the last use.
+    used_ms: AtomicU64,
+    local: Option<std::net::SocketAddr>,
+}
+
+impl std::fmt::Debug for Pipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipe")
+            .field("dead", &self.dead.load(Ordering::Relaxed))
+            .field("in_flight", &self.waiting.lock().len())
+            .finish()
+    }
+}
+
+impl Pipe {
+    /// Starts the writer and reader tasks on `stream`.
+    pub(crate) fn start<S>(stream: S, local: Option<std::net::SocketAddr>) -> Arc<Pipe>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (mut rd, mut wr) = tokio::io::split(stream);
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let waiting: Waiting = Arc::default();
+        let dead = Arc::new(AtomicBool::new(false));
+        let (done_tx, mut done_rx) = oneshot::channel::<()>();
+        let wdead = dead.clone();
+        tokio::spawn(async move {
+            while let Some(buf) = rx.recv().await {
+                let ok = wr.write_all(&buf).await.is_ok() && wr.flush().await.is_ok();
+                if !ok {
+                    wdead.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+            // Every handle dropped (or the write failed): let the reader go.
+            let _ = wr.shutdown().await;
+            let _ = done_tx.send(());
+        });
+        let rdead = dead.clone();
+        let rwaiting = waiting.clone();
+        tokio::spawn(async move {
+            loop {
+                let frame = async {
+                    let mut lenb = [0u8; 2];
+                    rd.read_exact(&mut lenb).await?;
+                    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(lenb))];
+                    rd.read_exact(&mut buf).await?;
+                    Ok::<Vec<u8>, io::Error>(buf)
+                };
+                let buf = tokio::select! {
+                    r = frame => match r {
+                        Ok(b) => b,
+                        Err(_) => break,
+                    },
+                    _ = &mut done_rx => break,
+                };
+                let Ok(h) = Header::parse(&buf) else {
+                    break;
+                };
+                if !h.qr() {
+                    continue;
+                }
+                if let Some(tx) = rwaiting.lock().remove(&h.id) {
+                    let _ = tx.send(buf);
+                }
+            }
+            rdead.store(true, Ordering::Relaxed);
+            // Dropping the senders wakes every query still waiting.
+            rwaiting.lock().clear();
+        });
+        Arc::new(Pipe {
+            tx,
+            waiting,
+            dead,
+            created: Instant::now(),
+            used_ms: AtomicU64::new(0),
+            local,
+        })
+    }
+
+    /// The local address of the connection.
+    pub(crate) fn local(&self) -> Option<std::net::SocketAddr> {
+        self.local
+    }
+
+    /// Whether it can take another query: alive, used within `expire`,
+    /// younger than `max_age` (zero: no limit).
+    pub(crate) fn usable(&self, expire: Duration, max_age: Duration) -> bool {
+        if self.dead.load(Ordering::Relaxed) {
+            return false;
+        }
+        let age = self.created.elapsed();
+        let idle = age.saturating_sub(Duration::from_millis(self.used_ms.load(Ordering::Relaxed)));
+        idle < expire && (max_age.is_zero() || age < max_age)
+    }
+
+    /// Sends `msg` (its ID replaced by one unique on this connection) and
+    /// waits for the reply until `deadline`.
+    pub(crate) async fn exchange(
+        &self,
+        msg: &[u8],
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<u8>, PipeError> {
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut w = self.waiting.lock();
+            if w.len() >= 60_000 {
+                return Err(PipeError::Closed);
+            }
+            let mut id = fastrand::u16(..);
+            while w.contains_key(&id) {
+                id = fastrand::u16(..);
+            }
+            w.insert(id, tx);
+            id
+        };
+        let Ok(len) = u16::try_from(msg.len()) else {
+            self.waiting.lock().remove(&id);
+            return Err(PipeError::Closed);
+        };
+        let mut framed = Vec::with_capacity(msg.len() + 2);
+        framed.extend_from_slice(&len.to_be_bytes());
+        framed.extend_from_slice(msg);
+        clusterdns_wire::set_id(&mut framed[2..], id);
+        let used = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.used_ms.store(used, Ordering::Relaxed);
+        if self.tx.send(framed).is_err() {
+            self.waiting.lock().remove(&id);
+            self.dead.store(true, Ordering::Relaxed);
+            return Err(PipeError::Closed);
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(PipeError::Closed),
+            Err(_) => {
+                self.waiting.lock().remove(&id);
+                Err(PipeError::Timeout)
+            }
+        }
+    }
+}
