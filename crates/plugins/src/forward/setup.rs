@@ -88,6 +88,7 @@ fn upstreams(d: &Directive, s: &str, dir: &Path, out: &mut Vec<To>) -> Result<()
                     Some((n, p)) if p.parse::<u16>().is_ok() => (n, Some(p)),
                     _ => (tail, None),
                 };
+                let ip = ip.trim_start_matches('[').trim_end_matches(']');
                 let host = match port {
                     Some(p) if ip.contains(':') => format!("[{ip}]:{p}"),
                     Some(p) => format!("{ip}:{p}"),
@@ -383,4 +384,102 @@ fn parse(
         waiting: Mutex::new(HashMap::new()),
         metrics: metrics.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clusterdns_corefile::{ProcessEnv, parse_str};
+
+    fn dir(text: &str) -> Directive {
+        let cf = parse_str(text, Path::new("Corefile"), &ProcessEnv).expect("parse");
+        cf.blocks[0].directives[0].clone()
+    }
+
+    fn tos(args: &str, cfg_dir: &Path) -> Result<Vec<To>, String> {
+        let d = dir(&format!(". {{\n forward . {args}\n}}\n"));
+        let mut out = Vec::new();
+        for a in d.args.iter().skip(1) {
+            upstreams(&d, &a.text, cfg_dir, &mut out).map_err(|e| e.to_string())?;
+        }
+        Ok(out)
+    }
+
+    fn to(addr: &str, tls: Option<Option<&str>>) -> To {
+        To {
+            addr: addr.parse().expect("addr"),
+            tls: tls.map(|n| n.map(str::to_string)),
+        }
+    }
+
+    #[test]
+    fn parses_every_upstream_form() {
+        let tmp = std::env::temp_dir().join(format!("fwd-test-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).expect("dir");
+        std::fs::write(
+            tmp.join("resolv.conf"),
+            "# c\nsearch x\nnameserver 10.0.0.1\nnameserver ::1\noptions ndots:5\n",
+        )
+        .expect("write");
+        let got = tos(
+            "1.2.3.4 dns://5.6.7.8:5353 [::2]:53 ::3 tls://9.9.9.9 tls://1.1.1.1%one.one:8853 tls://[::4]%v6.test:853 resolv.conf",
+            &tmp,
+        )
+        .expect("parse");
+        assert_eq!(
+            got,
+            vec![
+                to("1.2.3.4:53", None),
+                to("5.6.7.8:5353", None),
+                to("[::2]:53", None),
+                to("[::3]:53", None),
+                to("9.9.9.9:853", Some(None)),
+                to("1.1.1.1:8853", Some(Some("one.one"))),
+                to("[::4]:853", Some(Some("v6.test"))),
+                to("10.0.0.1:53", None),
+                to("[::1]:53", None),
+            ]
+        );
+        assert!(tos("https://1.1.1.1", &tmp).is_err());
+        assert!(tos("no-such-file", &tmp).is_err());
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn options_and_errors() {
+        let m = Metrics::new(&clusterdns_plugin::metrics::Registry::new());
+        let p = |body: &str| {
+            let d = dir(&format!(
+                ". {{\n forward . 127.0.0.1 127.0.0.2 {{\n{body}\n }}\n}}\n"
+            ));
+            parse(&d, Path::new("."), &m, false).map_err(|e| e.to_string())
+        };
+        let f = p("force_tcp\n max_fails 0\n policy round_robin\n max_concurrent 10\n next NXDOMAIN servfail\n except a.example B.example")
+            .expect("ok");
+        assert!(f.opts.force_tcp);
+        assert_eq!(f.opts.max_fails, 0);
+        assert_eq!(f.opts.policy, Policy::RoundRobin);
+        assert_eq!(f.opts.max_concurrent, 10);
+        assert_eq!(f.opts.next, vec![Rcode::NXDOMAIN, Rcode::SERVFAIL]);
+        assert_eq!(f.opts.max_connect_attempts, 4);
+        assert_eq!(f.except[1].to_string(), "b.example.");
+        for (body, msg) in [
+            ("policy fastest", "unknown policy 'fastest'"),
+            ("failover NOERROR", "NoError cannot be used in failover"),
+            ("expire 10", "missing unit"),
+            (
+                "max_age 1s",
+                "max_age must be greater than or equal to expire",
+            ),
+            (
+                "health_check 1s sometimes",
+                "health_check: unknown option sometimes",
+            ),
+            ("read_timeout 0", "read_timeout can't be zero"),
+            ("tls /no/such/ca.pem", "no such file"),
+        ] {
+            let e = p(body).expect_err(body);
+            assert!(e.contains(msg), "{body}: {e}");
+        }
+    }
 }
