@@ -641,3 +641,79 @@ fn truncation() {
         m.truncated
     );
 }
+
+/// Not a check: serves one question 10,000 times, for instruction counts.
+/// `CLUSTERDNS_PROFILE=whoami|hosts-a|hosts-aaaa|hosts-ptr4|hosts-ptr6`,
+/// EDNS from `CLUSTERDNS_PROFILE_EDNS=none|plain|do` (default none):
+///
+/// ```text
+/// cargo test --release -p clusterdns-server --test alloc --no-run
+/// CLUSTERDNS_PROFILE=hosts-a valgrind --tool=callgrind \
+///   --toggle-collect='clusterdns_server::testing::serve_sync' \
+///   target/release/deps/alloc-* profile --exact --ignored
+/// ```
+///
+/// Instructions per query = the total / 10,000 (plus a warm-up of 100).
+#[test]
+#[ignore]
+fn profile() {
+    let which = std::env::var("CLUSTERDNS_PROFILE").unwrap_or_else(|_| "whoami".into());
+    let edns = match std::env::var("CLUSTERDNS_PROFILE_EDNS").as_deref() {
+        Ok("plain") => Edns::Plain,
+        Ok("do") => Edns::DoCookie,
+        _ => Edns::None,
+    };
+    let (corefile, a) = match which.as_str() {
+        "whoami" => (
+            ".:53 {\n whoami\n}".to_owned(),
+            ask("example.org.", A, NOERROR, 0),
+        ),
+        "hosts-a" => (
+            format!(".:53 {{\n {HOSTS}\n}}"),
+            ask("a.example.org.", A, NOERROR, 3),
+        ),
+        "hosts-aaaa" => (
+            format!(".:53 {{\n {HOSTS}\n}}"),
+            ask("a.example.org.", AAAA, NOERROR, 1),
+        ),
+        "hosts-ptr4" => (format!(".:53 {{\n {HOSTS}\n}}"), hosts_asks()[3]),
+        "hosts-ptr6" => (format!(".:53 {{\n {HOSTS}\n}}"), hosts_asks()[4]),
+        other => panic!("unknown CLUSTERDNS_PROFILE {other}"),
+    };
+    let d = tempdir();
+    let source = ConfigSource::Text {
+        name: d.path().join("Corefile"),
+        text: corefile,
+    };
+    let instance = Instance::build(
+        &source,
+        &clusterdns_plugins::registry(),
+        53,
+        Arc::new(Registry::new()),
+    )
+    .unwrap();
+    let mux = &instance.listeners[0].mux;
+    let mut rng = fastrand::Rng::with_seed(7);
+    let limit = match edns {
+        Edns::None => 512,
+        Edns::Plain => 1232,
+        Edns::DoCookie => 4096,
+    };
+    let all: Vec<Shot> = (0..WARMUP + MEASURED)
+        .map(|_| {
+            let id = rng.u16(..);
+            Shot {
+                packet: packet(id, &a, rng.u64(..), edns),
+                id,
+                client: SocketAddr::from(([127, 0, 0, 1], 40000)),
+                proto: Proto::Udp,
+                ask: a,
+                limit,
+            }
+        })
+        .collect();
+    let mut w = ResponseWriter::new();
+    for s in &all {
+        serve_and_check(mux, s, &mut w);
+    }
+}
