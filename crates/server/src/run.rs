@@ -86,8 +86,12 @@ struct State {
 /// Builds the configuration, binds it and serves until SIGTERM or SIGINT.
 /// An invalid Corefile returns an error before any port is bound.
 pub fn run(opts: RunOptions) -> Result<(), ServerError> {
+    // As many runtime workers as CPUs we may run on (at most 4): on a
+    // server pinned to one core, a second worker only adds context
+    // switches to the forwarding path.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(cpus.clamp(1, 4))
         .thread_name("clusterdns-rt")
         .enable_all()
         .build()?;
