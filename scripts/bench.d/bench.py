@@ -905,6 +905,17 @@ def markdown(rows: list[dict], rats: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def dnsperf_version() -> str | None:
+    try:
+        out = subprocess.run(["dnsperf", "-h"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in (out.stdout + out.stderr).splitlines():
+        if line.startswith("Version"):
+            return "dnsperf " + line.split()[-1]
+    return None
+
+
 def machine() -> dict:
     model = ""
     with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -921,7 +932,7 @@ def machine() -> dict:
             "nproc": os.cpu_count(), "cpu_model": model, "kernel": os.uname().release,
             "load_at_start": load_avg(),
             "clusterdns": ver([CLUSTERDNS, "-version"]), "coredns": ver([COREDNS, "-version"]),
-            "unbound": ver([UNBOUND, "-V"]), "dnsperf": ver(["dnsperf", "-h"]) and "dnsperf 2.x"}
+            "unbound": ver([UNBOUND, "-V"]), "dnsperf": dnsperf_version()}
 
 
 def main() -> int:
