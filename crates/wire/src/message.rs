@@ -25,7 +25,8 @@ pub struct Message<'a> {
     header: Header,
     records_start: usize,
     end: usize,
-    opt: Option<Edns>,
+    /// The OPT record: its byte range (owner to end of rdata) and decoding.
+    opt: Option<(Range<usize>, Edns)>,
 }
 
 impl<'a> Message<'a> {
@@ -49,7 +50,7 @@ impl<'a> Message<'a> {
                 if buf.get(rec.name_start) != Some(&0) {
                     return Err(ParseError);
                 }
-                opt = Some(Edns::from_head(buf, &rec)?);
+                opt = Some((rec.name_start..rec.end(), Edns::from_head(buf, &rec)?));
             }
         }
         Ok(Message {
@@ -114,12 +115,17 @@ impl<'a> Message<'a> {
 
     /// The OPT record, if any.
     pub fn opt(&self) -> Option<Edns> {
-        self.opt.clone()
+        self.opt.as_ref().map(|(_, e)| e.clone())
+    }
+
+    /// Byte range of the whole OPT record (owner to end of rdata), if any.
+    pub(crate) fn opt_record(&self) -> Option<Range<usize>> {
+        self.opt.as_ref().map(|(r, _)| r.clone())
     }
 
     /// The full 12-bit rcode: header bits plus the OPT's extended bits.
     pub fn rcode(&self) -> Rcode {
-        let high = self.opt.as_ref().map_or(0, |e| e.ext_rcode);
+        let high = self.opt.as_ref().map_or(0, |(_, e)| e.ext_rcode);
         Rcode::from_parts(self.header.rcode_low(), high)
     }
 }

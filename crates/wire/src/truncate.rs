@@ -7,12 +7,25 @@
 //! The OPT record is kept (moved to the end if it was past the cut),
 //! because the client must still see the EDNS parameters and extended
 //! rcode.
+//!
+//! A message that has to be cut is first validated with
+//! [`Message::parse`], so `truncate` accepts exactly what `Message::parse`
+//! accepts and its output always parses. In particular an OPT record
+//! (the first one of the additional section) with an owner other than the
+//! root (RFC 6891 §6.1.2) or an option list that does not fill its rdata
+//! exactly is an error, not something to cut around. miekg/dns, under
+//! CoreDNS, would not get as far either for the bad option list: its
+//! `Msg.Unpack` fails with "overflow unpacking opt", so the forward plugin
+//! never has a message to scrub. miekg does not check the OPT owner; here
+//! it is rejected like everywhere else in this crate ([`Message::parse`],
+//! [`Query::parse`](crate::Query::parse)): keeping such a record would
+//! hand the client a message this crate itself calls malformed.
 
 use crate::edns::MAX_UDP_PLAIN;
 use crate::error::ParseError;
-use crate::header::{HEADER_LEN, Header, set_counts, set_tc};
-use crate::read::{RecordHead, read_record, skip_question};
-use crate::types::Rtype;
+use crate::header::{Header, set_counts, set_tc};
+use crate::message::Message;
+use crate::read::{RecordHead, read_record};
 
 /// Walks the records of `msg`, calling `f(section index, record)`.
 fn for_each_record(
@@ -38,27 +51,26 @@ fn for_each_record(
 /// keeps the header, the question and as many whole records as fit, in
 /// order, plus the OPT record if there was one; sets TC if any record was
 /// dropped (an existing TC stays) and fixes the counts. Returns whether it
-/// changed anything. Allocates nothing; when the message already fits it
-/// does not even parse it.
+/// changed anything (bytes after the last record are dropped too).
+/// Allocates nothing; when the message already fits it does not even
+/// parse it.
+///
+/// # Errors
+///
+/// [`ParseError`], with `msg` untouched, if `msg` is too long and
+/// [`Message::parse`] rejects it (see the [module docs](self) for the OPT
+/// record).
 pub fn truncate(msg: &mut Vec<u8>, max: usize) -> Result<bool, ParseError> {
     let max = max.max(usize::from(MAX_UDP_PLAIN));
     if msg.len() <= max {
         return Ok(false);
     }
-    let header = Header::parse(msg)?;
-    let mut off = HEADER_LEN;
-    for _ in 0..header.qdcount {
-        skip_question(msg, &mut off)?;
-    }
-    let records_start = off;
-
-    // First pass: validate and find the OPT record.
-    let mut opt = None;
-    for_each_record(msg, &header, records_start, |idx, rec| {
-        if idx == 2 && rec.rtype == Rtype::OPT && opt.is_none() {
-            opt = Some(rec.name_start..rec.end());
-        }
-    })?;
+    // First pass: validate exactly as the output will be validated, and
+    // find the OPT record.
+    let (header, records_start, opt) = {
+        let m = Message::parse(msg)?;
+        (m.header(), m.question_range().end, m.opt_record())
+    };
     let opt_len = opt.as_ref().map_or(0, |r| r.len());
 
     // Second pass: the longest prefix of non-OPT records that fits next to

@@ -1,6 +1,9 @@
 use std::net::Ipv4Addr;
 
-use clusterdns_wire::{Class, Message, MessageBuilder, Query, RData, Rtype, Section, truncate};
+use clusterdns_wire::edns::OPT_FIXED_LEN;
+use clusterdns_wire::{
+    Class, Message, MessageBuilder, ParseError, Query, RData, Rtype, Section, truncate,
+};
 
 use crate::{name, query_packet};
 
@@ -126,4 +129,91 @@ fn does_not_allocate_when_cutting() {
     truncate(&mut m, 1232).unwrap();
     assert_eq!(m.capacity(), cap);
     assert_eq!(m.as_ptr(), ptr);
+}
+
+/// The fuzzer's crash inputs (`fuzz/artifacts/wire_parse/crash-*`): an
+/// oversized message whose only record is an OPT with a non-root owner and
+/// an option list running past its rdata. `truncate` used to drop the
+/// trailing bytes and return `Ok(true)` for a message `Message::parse`
+/// rejects.
+#[test]
+fn fuzz_crashes_bad_opt_is_rejected() {
+    let inputs: [&[u8]; 2] = [
+        include_bytes!("../data/truncate-crash-2da8a1f0.bin"),
+        include_bytes!("../data/truncate-crash-50e37366.bin"),
+    ];
+    for input in inputs {
+        assert!(Message::parse(input).is_err());
+        // The fuzz target's invariant.
+        for max in [512, 1232] {
+            let mut v = input.to_vec();
+            if let Ok(true) = truncate(&mut v, max) {
+                assert!(Message::parse(&v).is_ok(), "max {max}");
+            }
+        }
+        let mut v = input.to_vec();
+        assert_eq!(truncate(&mut v, 512), Err(ParseError));
+        assert_eq!(v, input, "left untouched on error");
+    }
+}
+
+/// Offset of the (last) OPT record `big_reply` pushed.
+fn opt_start(m: &[u8]) -> usize {
+    m.len() - OPT_FIXED_LEN
+}
+
+#[test]
+fn opt_with_non_root_owner_is_rejected() {
+    for (n, extra, max) in [(60, 0, 512), (20, 20, 600)] {
+        let mut m = big_reply(n, extra, true);
+        // Owner: a pointer to the qname instead of the root.
+        let at = opt_start(&m);
+        m.splice(at..at + 1, [0xC0, 12]);
+        assert!(Message::parse(&m).is_err());
+        let before = m.clone();
+        assert_eq!(truncate(&mut m, max), Err(ParseError));
+        assert_eq!(m, before);
+    }
+}
+
+#[test]
+fn opt_with_malformed_options_is_rejected() {
+    for (n, extra, max) in [(60, 0, 512), (20, 20, 600)] {
+        let mut m = big_reply(n, extra, true);
+        // rdlength 3: an option header cut short.
+        let at = opt_start(&m);
+        m[at + 9..at + 11].copy_from_slice(&3u16.to_be_bytes());
+        m.extend_from_slice(&[0, 8, 0]);
+        assert!(Message::parse(&m).is_err());
+        let before = m.clone();
+        assert_eq!(truncate(&mut m, max), Err(ParseError));
+        assert_eq!(m, before);
+        // The same option list, well-formed, is fine.
+        let mut m = before;
+        m[at + 9..at + 11].copy_from_slice(&4u16.to_be_bytes());
+        m.push(0);
+        assert!(Message::parse(&m).is_ok());
+        assert_eq!(truncate(&mut m, max), Ok(true));
+        let msg = Message::parse(&m).unwrap();
+        assert_eq!(msg.opt().unwrap().option(&m, 8), Some(&[][..]));
+    }
+}
+
+/// Only the first OPT of the additional section is the message's OPT (as
+/// in `Message::parse`); a later one is an ordinary record to `truncate`.
+#[test]
+fn second_opt_is_an_ordinary_record() {
+    let mut m = big_reply(20, 20, true);
+    // Another OPT, with a non-root owner and bad options, after the first.
+    let mut hdr = clusterdns_wire::Header::parse(&m).unwrap();
+    m.extend_from_slice(&[0xC0, 12, 0, 41, 2, 0, 0, 0, 0, 0, 0, 1, 0xFF]);
+    hdr.arcount += 1;
+    m[10..12].copy_from_slice(&hdr.arcount.to_be_bytes());
+    assert!(Message::parse(&m).is_ok());
+    assert_eq!(truncate(&mut m, 600), Ok(true));
+    let msg = Message::parse(&m).unwrap();
+    assert!(msg.header().tc());
+    let extra: Vec<_> = msg.section(Section::Additional).collect();
+    assert_eq!(extra.last().unwrap().rtype, Rtype::OPT);
+    assert_eq!(extra.iter().filter(|r| r.rtype == Rtype::OPT).count(), 1);
 }
