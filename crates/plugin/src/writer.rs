@@ -12,6 +12,10 @@ use crate::Request;
 #[derive(Debug, Default)]
 pub struct ResponseWriter {
     buf: Vec<u8>,
+    /// The message came from elsewhere (an upstream, the cache) and may
+    /// carry an OPT record; replies built with [`ResponseWriter::reply`]
+    /// have none, which spares the server a search for it.
+    foreign: bool,
 }
 
 impl ResponseWriter {
@@ -19,6 +23,7 @@ impl ResponseWriter {
     pub fn new() -> Self {
         Self {
             buf: Vec::with_capacity(65535),
+            foreign: false,
         }
     }
 
@@ -32,12 +37,14 @@ impl ResponseWriter {
     /// Like [`ResponseWriter::reply`], from the bare query (for replies
     /// the server writes before any chain runs).
     pub fn reply_query<'w>(&'w mut self, query: &Query<'_>) -> MessageBuilder<'w> {
+        self.foreign = false;
         MessageBuilder::reply_to(query, &mut self.buf)
     }
 
     /// Replaces the content with a complete message (for example from a
     /// cache or an upstream).
     pub fn set_message(&mut self, msg: &[u8]) {
+        self.foreign = true;
         self.buf.clear();
         self.buf.extend_from_slice(msg);
     }
@@ -61,6 +68,20 @@ impl ResponseWriter {
         &mut self.buf
     }
 
+    /// The buffer, for writing a whole message by hand (for example a
+    /// cached one). Like [`ResponseWriter::set_message`], it marks the
+    /// message as possibly carrying an OPT record.
+    pub fn raw_buffer(&mut self) -> &mut Vec<u8> {
+        self.foreign = true;
+        &mut self.buf
+    }
+
+    /// Whether the message may carry an OPT record (it was not built with
+    /// [`ResponseWriter::reply`]).
+    pub fn may_have_opt(&self) -> bool {
+        self.foreign
+    }
+
     /// The rcode of the written reply (the header's four bits; extended
     /// rcodes are only set by the server itself).
     pub fn rcode(&self) -> Rcode {
@@ -72,6 +93,7 @@ impl ResponseWriter {
 
     /// Empties the buffer, keeping its capacity.
     pub fn clear(&mut self) {
+        self.foreign = false;
         self.buf.clear();
     }
 }

@@ -249,15 +249,24 @@ fn finish_plain(_packet: &[u8], _meta: Meta, w: &mut ResponseWriter) -> Handled 
 /// truncate to what the client accepts (`Scrub`).
 pub(crate) fn scrub(q: &Query<'_>, proto: Proto, w: &mut ResponseWriter) {
     if let Some(e) = q.edns() {
-        mirror_opt(q, e, w.buffer_mut());
+        let may_have_opt = w.may_have_opt();
+        mirror_opt(q, e, may_have_opt, w.buffer_mut());
     }
     let max = match proto {
         Proto::Udp => usize::from(q.udp_size()).max(512),
         Proto::Tcp => 65535,
     };
     let buf = w.buffer_mut();
-    if buf.len() > max {
-        let _ = truncate(buf, max);
+    if buf.len() > max && truncate(buf, max).is_err() {
+        // A reply too large to send that cannot be cut at a record
+        // boundary (malformed, e.g. from an upstream) becomes SERVFAIL, as
+        // CoreDNS fails such a message before it could be written.
+        let mut b = w.reply_query(q);
+        b.set_rcode(Rcode::SERVFAIL);
+        b.finish();
+        if let Some(e) = q.edns() {
+            mirror_opt(q, e, false, w.buffer_mut());
+        }
     }
 }
 
@@ -274,9 +283,14 @@ fn opt_ttl_offset(buf: &[u8], arcount: u16) -> Option<usize> {
 
 /// Gives the reply the query's OPT (size, DO, supported options) or
 /// normalises the OPT it already has, as `request.SizeAndDo` does.
-fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, buf: &mut Vec<u8>) {
+fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, may_have_opt: bool, buf: &mut Vec<u8>) {
     let Ok(h) = Header::parse(buf) else { return };
-    if let Some(ttl_off) = opt_ttl_offset(buf, h.arcount) {
+    let existing = if may_have_opt {
+        opt_ttl_offset(buf, h.arcount)
+    } else {
+        None
+    };
+    if let Some(ttl_off) = existing {
         // CLASS = the query's payload size; TTL &= 0xff00 clears the
         // extended rcode and version; DO set when the query had it.
         let class_off = ttl_off - 2;
@@ -366,6 +380,36 @@ mod tests {
             proto: Proto::Udp,
             received: Instant::now(),
         }
+    }
+
+    /// Writes a 600-byte reply whose answer count promises records that
+    /// are not there.
+    struct Garbage;
+
+    impl Plugin for Garbage {
+        fn name(&self) -> &'static str {
+            "garbage"
+        }
+        fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+            let mut b = w.reply(req);
+            b.finish();
+            let buf = w.raw_buffer();
+            buf[7] = 9; // ANCOUNT = 9
+            buf.resize(600, 0xff);
+            Flow::Answered
+        }
+    }
+
+    #[test]
+    fn an_oversized_malformed_reply_becomes_servfail() {
+        let mut mux = Mux::new("dns://:53".into());
+        mux.add(Name::root(), Chain::new(vec![Arc::new(Garbage)]));
+        let mut w = ResponseWriter::new();
+        let pkt = testing::query("x.example.", Rtype::A);
+        assert_eq!(serve_sync(&mux, &pkt, meta(), &mut w), Handled::Reply);
+        let r = testing::reply(w.bytes());
+        assert_eq!(r.rcode, Rcode::SERVFAIL);
+        assert!(w.bytes().len() <= 512);
     }
 
     #[test]

@@ -221,7 +221,7 @@ impl Inner {
     /// Copies the entry into the writer: the client's ID, question (its
     /// case) and flags, the entry's rcode, RA and AD, and the TTL.
     fn write_hit(&self, e: &Entry, ttl: i64, q: &Query<'_>, w: &mut ResponseWriter) {
-        let buf = w.buffer_mut();
+        let buf = w.raw_buffer();
         buf.clear();
         buf.extend_from_slice(&e.msg);
         let qh = q.header();
