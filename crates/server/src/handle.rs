@@ -391,7 +391,7 @@ mod tests {
             "garbage"
         }
         fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
-            let mut b = w.reply(req);
+            let b = w.reply(req);
             b.finish();
             let buf = w.raw_buffer();
             buf[7] = 9; // ANCOUNT = 9
