@@ -68,15 +68,20 @@ fn ch_class_is_refused_on_a_listener_without_chaos() {
     // whoami answers a CH A query with CH-class records dig cannot decode
     // (CH A rdata is a Chaosnet address), as CoreDNS does: read the header.
     let q: &[u8] = &[
-        0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, b'x', 1, b'b', 4, b't', b'e', b's', b't', 0, 0,
-        1, 0, 3,
+        0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, b'x', 1, b'b', 4, b't', b'e', b's', b't', 0,
+        0, 1, 0, 3,
     ];
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
     sock.send_to(q, ("127.0.0.1", s.port)).unwrap();
     let mut buf = [0u8; 512];
     let n = sock.recv(&mut buf).unwrap();
     assert!(n > 12);
     assert_eq!(buf[3] & 0x0f, 0, "NOERROR");
-    assert_eq!(u16::from_be_bytes([buf[10], buf[11]]), 2, "whoami's two records");
+    assert_eq!(
+        u16::from_be_bytes([buf[10], buf[11]]),
+        2,
+        "whoami's two records"
+    );
 }

@@ -39,8 +39,8 @@ fn corefile_examples(text: &str) -> Vec<(usize, String)> {
 fn every_plugin_has_a_readme_with_the_coredns_sections() {
     for def in clusterdns_plugins::registry() {
         let path = readme_path(def.name);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for section in [
             format!("# {}", def.name),
             "## Name".into(),
@@ -86,10 +86,16 @@ fn every_corefile_example_sets_up() {
                 // here; anything else is a broken example.
                 let msg = e.to_string().to_lowercase();
                 if msg.contains("no such file or directory") {
-                    println!("{}:{line}: needs a file this machine lacks: {e}", path.display());
+                    println!(
+                        "{}:{line}: needs a file this machine lacks: {e}",
+                        path.display()
+                    );
                     continue;
                 }
-                panic!("{}:{line}: example does not set up: {e}\n{corefile}", path.display());
+                panic!(
+                    "{}:{line}: example does not set up: {e}\n{corefile}",
+                    path.display()
+                );
             }
             checked += 1;
         }
