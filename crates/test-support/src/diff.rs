@@ -609,6 +609,11 @@ impl RunningServer {
         self.process.log_tail(8000)
     }
 
+    /// The server program's pid (see [`ServerProcess::program_pid`]).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.program_pid()
+    }
+
     /// The server's scratch directory (Corefile, log).
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -24,6 +24,7 @@
 
 mod diff;
 mod dns;
+mod private_rig;
 mod process;
 mod rig;
 mod table;
@@ -37,6 +38,7 @@ pub use dns::{
     Flags, Outcome, Query, QueryEdns, Response, ResponseEdns, Rr, Transport, exchange,
     exchange_tcp, exchange_udp, rcode_name,
 };
+pub use private_rig::PrivateRig;
 pub use process::{ScratchDir, ServerProcess, free_port};
 pub use rig::{
     REQUIRE_RIG_ENV, RIG_DIR_ENV, Rig, TestNamespace, rig_dir, rig_required, workspace_root,

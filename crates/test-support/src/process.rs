@@ -140,6 +140,21 @@ impl ServerProcess {
         String::from_utf8_lossy(&buf).into_owned()
     }
 
+    /// The program's own pid (the watchdog shell's child running it), for
+    /// sending it signals or reading `/proc/PID`; `None` once it has exited.
+    pub fn program_pid(&self) -> Option<u32> {
+        let shell = self.child.as_ref()?.id();
+        let children =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
+        // The shell's children are the program and the watcher subshell; the
+        // watcher is another `sh`, the program is not.
+        let shell_exe = std::fs::read_link(format!("/proc/{shell}/exe")).ok();
+        children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .find(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok() != shell_exe)
+    }
+
     /// `Some(status)` once the process has exited.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child

@@ -115,6 +115,20 @@ impl Rig {
         })
     }
 
+    /// An exclusive handle on the rig in `dir` (a private rig started by
+    /// [`crate::PrivateRig`]), without probing the shared rig.
+    pub(crate) fn private_at(dir: &Path) -> io::Result<Rig> {
+        let lock = lock_rig(dir, true)?;
+        Ok(Rig {
+            inner: Arc::new(RigInner {
+                script: workspace_root().join("scripts/rig"),
+                dir: dir.to_path_buf(),
+                exclusive: true,
+                _lock: lock,
+            }),
+        })
+    }
+
     /// The rig directory (`.rig`).
     pub fn dir(&self) -> &Path {
         &self.inner.dir
