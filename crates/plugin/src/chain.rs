@@ -25,9 +25,12 @@ pub enum Flow {
 }
 
 /// The synchronous pass met a plugin that needs I/O: run
-/// [`Chain::run_async`] instead.
+/// [`Chain::run_async_from`] (or [`Chain::run_async`]) instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Deferred;
+pub struct Deferred {
+    /// Position in the chain of the plugin that returned `Async`.
+    pub at: usize,
+}
 
 /// How a query ended, shown to the plugins' response hooks.
 #[derive(Debug)]
@@ -110,7 +113,7 @@ impl Chain {
         for (i, p) in self.plugins.iter().enumerate() {
             match p.query(req, w) {
                 Flow::Next => continue,
-                Flow::Async => return Err(Deferred),
+                Flow::Async => return Err(Deferred { at: i }),
                 flow => return Ok(self.finish(i, p.name(), flow, req, w)),
             }
         }
@@ -119,7 +122,26 @@ impl Chain {
 
     /// Runs the query with I/O allowed.
     pub async fn run_async(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Outcome {
-        for (i, p) in self.plugins.iter().enumerate() {
+        self.run_async_from(Deferred { at: 0 }, req, w).await
+    }
+
+    /// Runs the query with I/O allowed, starting at the plugin that
+    /// deferred it in [`Chain::run_sync`]: the plugins before it passed
+    /// the query on without side effects, so they are not asked again,
+    /// but their response hooks run as usual. A position past the end
+    /// (from another chain) starts over.
+    pub async fn run_async_from(
+        &self,
+        from: Deferred,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+    ) -> Outcome {
+        let start = if from.at < self.plugins.len() {
+            from.at
+        } else {
+            0
+        };
+        for (i, p) in self.plugins.iter().enumerate().skip(start) {
             let mut flow = p.query(req, w);
             if let Flow::Async = flow {
                 flow = p.query_async(req, w).await;
@@ -300,11 +322,63 @@ mod tests {
         let zone = Name::root();
         let req = testing::request(&q, &zone);
         let mut w = ResponseWriter::new();
-        assert_eq!(c.run_sync(&req, &mut w).unwrap_err(), Deferred);
+        assert_eq!(c.run_sync(&req, &mut w).unwrap_err(), Deferred { at: 1 });
         assert!(seen.lock().unwrap().is_empty());
         let o = block_on(c.run_async(&req, &mut w));
         assert_eq!(o.plugin, "b");
         assert_eq!(o.rcode, Rcode::NXDOMAIN);
+        assert_eq!(*seen.lock().unwrap(), vec!["a:b:NXDOMAIN"]);
+    }
+
+    /// A plugin that counts its synchronous calls and always passes on.
+    struct Counting(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Plugin for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        fn query(&self, _req: &Request<'_>, _w: &mut ResponseWriter) -> Flow {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Flow::Next
+        }
+    }
+
+    #[test]
+    fn resuming_skips_the_plugins_before_but_runs_their_hooks() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let c = Chain::new(vec![
+            Arc::new(Counting(calls.clone())) as Arc<dyn Plugin>,
+            Arc::new(Fixed {
+                name: "a",
+                flow: || Flow::Next,
+                seen: seen.clone(),
+            }),
+            Arc::new(Fixed {
+                name: "b",
+                flow: || Flow::Async,
+                seen: seen.clone(),
+            }),
+        ]);
+        let pkt = testing::query("example.org.", Rtype::A);
+        let q = Query::parse(&pkt).unwrap();
+        let zone = Name::root();
+        let req = testing::request(&q, &zone);
+        let mut w = ResponseWriter::new();
+        let d = c.run_sync(&req, &mut w).unwrap_err();
+        assert_eq!(d, Deferred { at: 2 });
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let o = block_on(c.run_async_from(d, &req, &mut w));
+        assert_eq!(o.plugin, "b");
+        assert_eq!(o.rcode, Rcode::NXDOMAIN);
+        // Not asked again, yet the hooks of the plugins before ran.
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(*seen.lock().unwrap(), vec!["a:b:NXDOMAIN"]);
+        // A position from elsewhere starts over.
+        seen.lock().unwrap().clear();
+        let o = block_on(c.run_async_from(Deferred { at: 7 }, &req, &mut w));
+        assert_eq!(o.plugin, "b");
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_eq!(*seen.lock().unwrap(), vec!["a:b:NXDOMAIN"]);
     }
 

@@ -25,8 +25,8 @@ pub(crate) enum Handled {
     Reply,
     /// Send nothing (not a query, or unreadable).
     Drop,
-    /// Needs the asynchronous path.
-    Defer,
+    /// Needs the asynchronous path, from the plugin that deferred it.
+    Defer(Deferred),
 }
 
 /// Everything about a packet except its bytes.
@@ -156,7 +156,7 @@ pub(crate) fn serve_sync(mux: &Mux, packet: &[u8], meta: Meta, w: &mut ResponseW
     let ran = std::panic::catch_unwind(AssertUnwindSafe(|| chain.run_sync(&req, &mut *w)));
     match ran {
         Ok(Ok(_)) => {}
-        Ok(Err(Deferred)) => return Handled::Defer,
+        Ok(Err(d)) => return Handled::Defer(d),
         Err(panic) => recovered(mux, &req, w, panic),
     }
     scrub(&q, meta.proto, w);
@@ -197,11 +197,13 @@ impl<F: Future> Future for CatchUnwind<F> {
     }
 }
 
-/// The asynchronous pass, for packets `serve_sync` deferred.
+/// The asynchronous pass, for packets `serve_sync` deferred with `from`
+/// over the same `mux`: it resumes the chain at the plugin that deferred.
 pub(crate) async fn serve_async(
     mux: &Mux,
     packet: &[u8],
     meta: Meta,
+    from: Deferred,
     w: &mut ResponseWriter,
 ) -> Handled {
     let q = match check(mux, packet, w) {
@@ -227,7 +229,7 @@ pub(crate) async fn serve_async(
         server: &mux.label,
         received: meta.received,
     };
-    let ran = CatchUnwind(Box::pin(chain.run_async(&req, &mut *w))).await;
+    let ran = CatchUnwind(Box::pin(chain.run_async_from(from, &req, &mut *w))).await;
     if let Err(panic) = ran {
         recovered(mux, &req, w, panic);
     }
@@ -425,11 +427,13 @@ mod tests {
         }
         // The asynchronous path recovers too.
         let pkt = testing::query("calm.example.", Rtype::A);
-        assert_eq!(serve_sync(&mux, &pkt, meta(), &mut w), Handled::Defer);
+        let Handled::Defer(from) = serve_sync(&mux, &pkt, meta(), &mut w) else {
+            panic!("not deferred");
+        };
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let h = rt.block_on(serve_async(&mux, &pkt, meta(), &mut w));
+        let h = rt.block_on(serve_async(&mux, &pkt, meta(), from, &mut w));
         assert_eq!(h, Handled::Reply);
         assert_eq!(testing::reply(w.bytes()).rcode, Rcode::SERVFAIL);
         assert_eq!(mux.panics.get(), 3);

@@ -2,12 +2,12 @@
 //! `core/dnsserver` and caddy's start/reload/stop.
 //!
 //! ```text
-//!  UDP socket (one per worker thread, SO_REUSEPORT)      TCP listener (tokio)
+//!  UDP socket (one per worker task, SO_REUSEPORT)        TCP listener (tokio)
 //!     │ recvmmsg batch                                     │ per connection
 //!     ▼                                                    ▼
 //!  handle::serve_sync ── parse ── checks ── mux (longest zone) ── Chain::run_sync
 //!     │  Reply: scrub (OPT, truncate) → sendmmsg batch
-//!     │  Defer: copy packet → tokio task → Chain::run_async → scrub → sendto
+//!     │  Defer: copy packet → tokio task → Chain::run_async_from → scrub → sendto
 //!     ▼
 //!  admin HTTP (health, ready, metrics routes registered by plugins)
 //! ```

@@ -231,8 +231,7 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
     }
     for (_, s) in state.dns.drain() {
         let _ = s.stop.send(true);
-        let udp = s.udp;
-        let _ = tokio::task::spawn_blocking(move || udp.stop()).await;
+        s.udp.stop();
     }
     for (_, a) in state.admin.drain() {
         let _ = a.stop.send(true);

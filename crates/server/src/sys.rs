@@ -21,6 +21,8 @@ pub(crate) struct Batch {
     pub tx: Vec<Vec<u8>>,
     /// Indices of slots whose `tx` holds a reply to send.
     pub tx_ready: Vec<usize>,
+    /// How many of `tx_ready` were sent by an interrupted [`Batch::send`].
+    tx_done: usize,
     iov: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
 }
@@ -47,6 +49,7 @@ impl Batch {
             addr_len: vec![0; n],
             tx: (0..n).map(|_| Vec::with_capacity(RX_SIZE)).collect(),
             tx_ready: Vec::with_capacity(n),
+            tx_done: 0,
             iov: vec![zero_iov; n],
             hdrs: vec![zero_hdr; n],
         }
@@ -57,9 +60,11 @@ impl Batch {
         self.rx.len()
     }
 
-    /// Receives up to `len()` datagrams, blocking until at least one is
-    /// there (or the socket's receive timeout passes). Returns how many
-    /// slots were filled; datagrams cut short by the buffer get length 0.
+    /// Receives up to `len()` datagrams (on a blocking socket: waiting
+    /// until at least one is there, or the socket's receive timeout
+    /// passes; on a non-blocking one `WouldBlock` when none is). Returns
+    /// how many slots were filled; datagrams cut short by the buffer get
+    /// length 0.
     pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         let n = self.len();
         for i in 0..n {
@@ -111,7 +116,10 @@ impl Batch {
 
     /// Sends the replies of the slots in `tx_ready` to their senders.
     /// Datagrams the kernel refuses are skipped (as a lost UDP reply).
-    pub(crate) fn send(&mut self, fd: RawFd) {
+    /// On a non-blocking socket whose send buffer is full this returns
+    /// `WouldBlock` and remembers how far it got: call it again once the
+    /// socket is writable. Otherwise `tx_ready` is empty afterwards.
+    pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<()> {
         let m = self.tx_ready.len();
         for (k, &i) in self.tx_ready.iter().enumerate() {
             self.iov[k] = libc::iovec {
@@ -127,8 +135,8 @@ impl Batch {
             h.msg_controllen = 0;
             h.msg_flags = 0;
         }
-        let mut done = 0;
-        while done < m {
+        while self.tx_done < m {
+            let done = self.tx_done;
             // SAFETY: headers [done, m) point at live reply buffers and
             // addresses of this batch.
             let sent = unsafe {
@@ -141,16 +149,25 @@ impl Batch {
             };
             if sent < 0 {
                 let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock => return Err(e),
+                    // Skip the datagram that failed and go on with the rest.
+                    _ => self.tx_done += 1,
                 }
-                // Skip the datagram that failed and go on with the rest.
-                done += 1;
             } else {
-                done += sent as usize;
+                self.tx_done += sent as usize;
             }
         }
         self.tx_ready.clear();
+        self.tx_done = 0;
+        Ok(())
+    }
+
+    /// Forgets the replies not sent yet.
+    pub(crate) fn drop_pending(&mut self) {
+        self.tx_ready.clear();
+        self.tx_done = 0;
     }
 }
 
@@ -230,4 +247,15 @@ fn addr_to_storage(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     };
     // SAFETY: zero-initialised, then the relevant fields were written.
     (unsafe { storage.assume_init() }, len as libc::socklen_t)
+}
+
+/// Registers a socket with the current runtime's reactor (for readable
+/// and writable readiness). Must run inside a runtime context.
+pub(crate) fn register(
+    s: socket2::Socket,
+) -> io::Result<tokio::io::unix::AsyncFd<socket2::Socket>> {
+    // SAFETY: the descriptor belongs to `s`, which the `AsyncFd` owns: it
+    // stays open for as long as it is registered and is deregistered (on
+    // drop) before it closes.
+    unsafe { tokio::io::unix::AsyncFd::register(s) }.map_err(io::Error::from)
 }

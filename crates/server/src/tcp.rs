@@ -102,8 +102,8 @@ async fn connection(
         let table = mux.load_full();
         let msg = &packet[..len];
         let mut handled = serve_sync(&table, msg, meta, &mut w);
-        if handled == Handled::Defer {
-            handled = serve_async(&table, msg, meta, &mut w).await;
+        if let Handled::Defer(from) = handled {
+            handled = serve_async(&table, msg, meta, from, &mut w).await;
         }
         if handled != Handled::Reply {
             continue;

@@ -43,6 +43,6 @@ pub fn serve_sync(
     match handle::serve_sync(mux, packet, meta, w) {
         Handled::Reply => Served::Reply,
         Handled::Drop => Served::Drop,
-        Handled::Defer => Served::Defer,
+        Handled::Defer(_) => Served::Defer,
     }
 }

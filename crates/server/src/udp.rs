@@ -1,17 +1,19 @@
-//! UDP: one SO_REUSEPORT socket and one thread per worker, each running
+//! UDP: one SO_REUSEPORT socket and one task per worker, each running
 //! receive batch → synchronous chain → send batch. Queries that need I/O
-//! go to the runtime and are answered from there on the same socket.
+//! are spawned as tasks on the same runtime and answered from there on
+//! the same socket: a worker thread of the runtime serves both, so a
+//! forwarded query costs no hand-over between threads.
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use clusterdns_plugin::{Proto, ResponseWriter};
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::unix::AsyncFd;
+use tokio::task::JoinHandle;
 
 use crate::handle::{Handled, Meta, serve_async, serve_sync};
 use crate::mux::Mux;
@@ -20,19 +22,15 @@ use crate::sys::{self, Batch};
 /// Datagrams per `recvmmsg`/`sendmmsg`.
 const BATCH: usize = 32;
 
-/// How often a blocked worker wakes up to notice a stop.
-const WAKE: Duration = Duration::from_millis(200);
-
 /// The running UDP side of one listener.
 pub(crate) struct UdpListener {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
     pub(crate) local: SocketAddr,
 }
 
 impl UdpListener {
     /// Binds `workers` sockets on `addr` (the first one decides the port
-    /// when `addr` has port 0) and starts their threads.
+    /// when `addr` has port 0) and starts their tasks on `rt`.
     pub(crate) fn start(
         addr: SocketAddr,
         mux: Arc<ArcSwap<Mux>>,
@@ -48,30 +46,24 @@ impl UdpListener {
         for _ in 1..workers.max(1) {
             sockets.push(bind(local)?);
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
-        for (i, s) in sockets.into_iter().enumerate() {
-            let sock = Arc::new(s);
-            let stop = stop.clone();
-            let mux = mux.clone();
-            let rt = rt.clone();
-            let t = std::thread::Builder::new()
-                .name(format!("udp-{}-{i}", local.port()))
-                .spawn(move || worker(sock, local, mux, stop, rt))?;
-            threads.push(t);
+        // Registering with the reactor needs the runtime's context.
+        let _enter = rt.enter();
+        let mut registered = Vec::with_capacity(sockets.len());
+        for s in sockets {
+            registered.push(Arc::new(sys::register(s)?));
         }
-        Ok(Self {
-            stop,
-            threads,
-            local,
-        })
+        let tasks = registered
+            .into_iter()
+            .map(|sock| rt.spawn(worker(sock, local, mux.clone())))
+            .collect();
+        Ok(Self { tasks, local })
     }
 
-    /// Stops the workers and waits for them.
+    /// Stops the workers. Queries already handed to the runtime are
+    /// still answered.
     pub(crate) fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
-            let _ = t.join();
+        for t in self.tasks {
+            t.abort();
         }
     }
 }
@@ -92,33 +84,47 @@ fn bind(addr: SocketAddr) -> std::io::Result<Socket> {
     // net.core.rmem_max, which is fine.
     let _ = s.set_recv_buffer_size(4 << 20);
     let _ = s.set_send_buffer_size(4 << 20);
-    s.set_read_timeout(Some(WAKE))?;
+    s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
     Ok(s)
 }
 
-fn worker(
-    sock: Arc<Socket>,
-    local: SocketAddr,
-    mux: Arc<ArcSwap<Mux>>,
-    stop: Arc<AtomicBool>,
-    rt: tokio::runtime::Handle,
-) {
+async fn worker(sock: Arc<AsyncFd<Socket>>, local: SocketAddr, mux: Arc<ArcSwap<Mux>>) {
     let fd = sock.as_raw_fd();
     let mut batch = Batch::new(BATCH);
     let mut w = ResponseWriter::new();
-    while !stop.load(Ordering::Relaxed) {
+    loop {
+        let mut guard = match sock.readable().await {
+            Ok(g) => g,
+            Err(e) => {
+                clusterdns_plugin::error!("", "udp receive on {local}: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
         let n = match batch.recv(fd) {
             Ok(n) => n,
             Err(e) => {
                 use std::io::ErrorKind::*;
-                if !matches!(e.kind(), WouldBlock | TimedOut | Interrupted) {
-                    clusterdns_plugin::error!("", "udp receive on {local}: {e}");
-                    std::thread::sleep(Duration::from_millis(10));
+                match e.kind() {
+                    WouldBlock => guard.clear_ready(),
+                    Interrupted => {}
+                    _ => {
+                        drop(guard);
+                        clusterdns_plugin::error!("", "udp receive on {local}: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
                 }
                 continue;
             }
         };
+        // A short batch emptied the queue. Every datagram that arrives
+        // later raises a fresh readiness event, so clearing now loses
+        // nothing and spares the recvmmsg that would only say EAGAIN.
+        if n < batch.len() {
+            guard.clear_ready();
+        }
+        drop(guard);
         let table = mux.load();
         let received = Instant::now();
         for i in 0..n {
@@ -142,22 +148,33 @@ fn worker(
                     batch.tx_ready.push(i);
                 }
                 Handled::Drop => {}
-                Handled::Defer => {
+                Handled::Defer(at) => {
                     let packet = packet.to_vec();
-                    let mux = mux.clone();
+                    // The table that deferred the query, so that `at`
+                    // names the same plugin even if a reload swapped it.
+                    let table = Arc::clone(&table);
                     let sock = sock.clone();
-                    rt.spawn(async move {
-                        let table = mux.load_full();
+                    tokio::spawn(async move {
                         let mut w = ResponseWriter::default();
-                        if serve_async(&table, &packet, meta, &mut w).await == Handled::Reply {
+                        if serve_async(&table, &packet, meta, at, &mut w).await == Handled::Reply {
                             let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), client);
                         }
                     });
                 }
             }
         }
-        if !batch.tx_ready.is_empty() {
-            batch.send(fd);
+        drop(table);
+        if !batch.tx_ready.is_empty() && batch.send(fd).is_err() {
+            // The send buffer is full: wait until it drains.
+            loop {
+                let Ok(mut g) = sock.writable().await else {
+                    batch.drop_pending();
+                    break;
+                };
+                if g.try_io(|_| batch.send(fd)).is_ok() {
+                    break;
+                }
+            }
         }
     }
 }
