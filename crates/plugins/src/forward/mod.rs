@@ -102,12 +102,42 @@ struct Leader<'a> {
 }
 
 impl Leader<'_> {
-    fn finish(self, r: &Shared) {
+    /// Hands the leader's result to the queries that waited for it; the
+    /// reply is copied into a shared buffer only when there are any.
+    fn finish(self, r: &Result<Vec<u8>, io::Error>) {
         let waiters = self.f.waiting.lock().remove(&self.key).unwrap_or_default();
-        for tx in waiters {
-            let _ = tx.send(r.clone());
+        if !waiters.is_empty() {
+            let shared: Shared = match r {
+                Ok(reply) => Ok(Arc::from(reply.as_slice())),
+                Err(e) => Err(e.to_string()),
+            };
+            for tx in waiters {
+                let _ = tx.send(shared.clone());
+            }
         }
         std::mem::forget(self);
+    }
+}
+
+/// Most upstreams one `forward` may have (CoreDNS allows 15).
+const MAX_UPSTREAMS: usize = 16;
+
+/// The order in which one query tries the upstreams, without allocating.
+struct Order {
+    idx: [u8; MAX_UPSTREAMS],
+    n: usize,
+}
+
+impl Order {
+    fn len(&self) -> usize {
+        self.n
+    }
+}
+
+impl std::ops::Index<usize> for Order {
+    type Output = u8;
+    fn index(&self, i: usize) -> &u8 {
+        &self.idx[i]
     }
 }
 
@@ -131,19 +161,24 @@ impl Forward {
         !self.except.iter().any(|e| qname.ends_with(e))
     }
 
-    /// The upstreams in the order this query tries them.
-    fn list(&self) -> Vec<usize> {
-        let n = self.proxies.len();
-        let mut v: Vec<usize> = (0..n).collect();
+    /// The upstreams in the order this query tries them (setup allows at
+    /// most 15).
+    fn list(&self) -> Order {
+        let n = self.proxies.len().min(MAX_UPSTREAMS);
+        let mut o = Order {
+            idx: std::array::from_fn(|i| i as u8),
+            n,
+        };
+        let v = &mut o.idx[..n];
         match self.opts.policy {
-            Policy::Random => fastrand::shuffle(&mut v),
-            Policy::RoundRobin => {
-                let start = self.rr.fetch_add(1, Ordering::Relaxed) % n.max(1);
+            Policy::Random if n > 1 => fastrand::shuffle(v),
+            Policy::RoundRobin if n > 1 => {
+                let start = self.rr.fetch_add(1, Ordering::Relaxed) % n;
                 v.rotate_left(start);
             }
-            Policy::Sequential => {}
+            _ => {}
         }
-        v
+        o
     }
 
     fn transport(&self, client: Proto) -> Transport {
@@ -178,7 +213,7 @@ impl Forward {
                 i = 0;
                 fails = 0;
             }
-            let mut proxy = &self.proxies[list[i]];
+            let mut proxy = &self.proxies[usize::from(list[i])];
             i += 1;
             if proxy.down(self.opts.max_fails) {
                 fails += 1;
@@ -290,31 +325,29 @@ impl Forward {
                 }
             }
         };
-        let shared: Shared = match rx {
-            Some(rx) => rx
-                .await
-                .unwrap_or_else(|_| Err("coalesced query abandoned".to_string())),
-            None => {
-                let leader = Leader { f: self, key };
-                let r = self
-                    .resolve(req.query.raw(), req.proto)
-                    .await
-                    .map(Arc::from)
-                    .map_err(|e| e.to_string());
-                leader.finish(&r);
-                r
-            }
-        };
-        let reply = match shared {
-            Ok(r) => r,
-            Err(msg) => {
-                return Flow::Fail(PluginError::Upstream {
+        let Some(rx) = rx else {
+            let leader = Leader { f: self, key };
+            let r = self.resolve(req.query.raw(), req.proto).await;
+            leader.finish(&r);
+            return match r {
+                Ok(reply) => self.write_reply(req, w, &reply),
+                Err(source) => Flow::Fail(PluginError::Upstream {
                     plugin: "forward",
-                    source: io::Error::other(msg),
-                });
-            }
+                    source,
+                }),
+            };
         };
-        self.write_reply(req, w, &reply)
+        match rx.await {
+            Ok(Ok(reply)) => self.write_reply(req, w, &reply),
+            Ok(Err(msg)) => Flow::Fail(PluginError::Upstream {
+                plugin: "forward",
+                source: io::Error::other(msg),
+            }),
+            Err(_) => Flow::Fail(PluginError::Upstream {
+                plugin: "forward",
+                source: io::Error::other("coalesced query abandoned"),
+            }),
+        }
     }
 
     /// Checks the reply against the query and writes it with the

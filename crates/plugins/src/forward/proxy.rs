@@ -86,11 +86,12 @@ impl From<io::Error> for ConnectError {
     }
 }
 
-/// A connected UDP socket and its receive buffer (kept with it so a
-/// query does not zero 64 KiB).
+/// A connected UDP socket and its buffers (kept with it so a query
+/// neither zeroes 64 KiB nor allocates to send).
 struct UdpConn {
     sock: UdpSocket,
     buf: Box<[u8]>,
+    out: Vec<u8>,
 }
 
 struct Conn<T> {
@@ -210,11 +211,13 @@ impl Proxy {
     ) -> Result<Vec<u8>, ConnectError> {
         let start = Instant::now();
         let id = fastrand::u16(..);
-        let mut msg = query.to_vec();
-        clusterdns_wire::set_id(&mut msg, id);
         let reply = match t {
-            Transport::Udp => self.udp_exchange(&msg, id).await?,
-            Transport::Tcp | Transport::Tls => self.stream_exchange(t, &msg).await?,
+            Transport::Udp => self.udp_exchange(query, id).await?,
+            Transport::Tcp | Transport::Tls => {
+                let mut msg = query.to_vec();
+                clusterdns_wire::set_id(&mut msg, id);
+                self.stream_exchange(t, &msg).await?
+            }
         };
         let rcode = Header::parse(&reply).map_or(2, |h| u16::from(h.rcode_low()));
         let secs = start.elapsed().as_secs_f64();
@@ -296,7 +299,9 @@ impl Proxy {
             .map_err(|_| timeout_err("tls handshake", None, self.addr))?
     }
 
-    async fn udp_exchange(&self, msg: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
+    /// One query over a pooled connected UDP socket: `query` is sent with
+    /// ID `id`, and the first reply carrying that ID is returned.
+    async fn udp_exchange(&self, query: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
         let mut conn = match self.fresh(&self.udp) {
             Some(c) => {
                 self.hits[0].inc();
@@ -309,24 +314,32 @@ impl Proxy {
                     io: UdpConn {
                         sock: self.dial_udp().await?,
                         buf: vec![0u8; 65535].into_boxed_slice(),
+                        out: Vec::with_capacity(512),
                     },
                     created: now,
                     used: now,
                 }
             }
         };
-        let local = conn.io.sock.local_addr().ok();
-        tokio::time::timeout(WRITE_TIMEOUT, conn.io.sock.send(msg))
-            .await
-            .map_err(|_| timeout_err("write udp", local, self.addr))?
-            .map_err(|e| go_err("write", "udp", local, self.addr, e))?;
+        let UdpConn { sock, buf, out } = &mut conn.io;
+        out.clear();
+        out.extend_from_slice(query);
+        clusterdns_wire::set_id(out, id);
+        // The local address only names the socket in an error message:
+        // asked for then, not per query.
+        let local = |sock: &UdpSocket| sock.local_addr().ok();
+        match tokio::time::timeout(WRITE_TIMEOUT, sock.send(out)).await {
+            Err(_) => return Err(timeout_err("write udp", local(sock), self.addr).into()),
+            Ok(Err(e)) => return Err(go_err("write", "udp", local(sock), self.addr, e).into()),
+            Ok(Ok(_)) => {}
+        }
         let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
         loop {
-            let UdpConn { sock, buf } = &mut conn.io;
-            let n = tokio::time::timeout_at(deadline, sock.recv(buf))
-                .await
-                .map_err(|_| timeout_err("read udp", local, self.addr))?
-                .map_err(|e| go_err("read", "udp", local, self.addr, e))?;
+            let n = match tokio::time::timeout_at(deadline, sock.recv(buf)).await {
+                Err(_) => return Err(timeout_err("read udp", local(sock), self.addr).into()),
+                Ok(Err(e)) => return Err(go_err("read", "udp", local(sock), self.addr, e).into()),
+                Ok(Ok(n)) => n,
+            };
             // Short reads and replies to other queries are skipped.
             let Ok(h) = Header::parse(&buf[..n]) else {
                 continue;
