@@ -12,6 +12,31 @@ use clusterdns_server::{ConfigSource, RunOptions};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc v3's index of `mi_option_purge_delay` in `enum mi_option_e` (mimalloc.h); the
+/// Rust bindings have no constant for it. Checked by the `purge_delay_index` test.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps the resident set close to what is live, before anything else runs:
+///
+/// - no transparent huge pages: with them every touched 2 MiB of mimalloc's arena is
+///   resident as a whole (an idle server measured 17.6 MiB instead of 6.2 MiB); mimalloc
+///   is built without its `madvise(MADV_HUGEPAGE)` (`no_thp`), and `PR_SET_THP_DISABLE`
+///   also covers kernels set to THP `always`;
+/// - freed pages go back to the OS at once (`purge_delay` 0 instead of 1 s): mimalloc
+///   purges only from inside an allocator call, so after the initial Kubernetes lists an
+///   idle server kept the list's transient memory resident (10k Services: 52 -> 43 MiB).
+///   The query path does not allocate, so this costs nothing per query.
+///   `MIMALLOC_PURGE_DELAY` in the environment still wins.
+#[allow(unsafe_code)]
+fn tune_memory() {
+    // SAFETY: plain integer option of the allocator, set while `main` is the only thread.
+    unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 0) };
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integer arguments and only changes this process's
+    // page policy. Failure (old kernel, seccomp) just leaves the default.
+    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
 /// The Corefile used when `-conf` is not given and `./Corefile` does not
 /// exist (CoreDNS `DefaultInput`).
 fn default_corefile(port: u16) -> String {
@@ -29,6 +54,7 @@ fn version_lines() -> String {
 }
 
 fn main() -> ExitCode {
+    tune_memory();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let f = match flags::parse(&args) {
         Ok(f) => f,
@@ -97,5 +123,21 @@ fn main() -> ExitCode {
             eprintln!("{e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `MI_OPTION_PURGE_DELAY` names mimalloc's purge delay: the only option whose default
+    /// is 1000 (ms). Fails when a mimalloc upgrade renumbers the options.
+    #[test]
+    #[allow(unsafe_code)]
+    fn purge_delay_index() {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        // SAFETY: reads an integer option of the allocator.
+        let v = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(v, 1000);
     }
 }
