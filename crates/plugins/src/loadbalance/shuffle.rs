@@ -137,15 +137,16 @@ fn note_target(slot: &mut Slot, t: u16) {
     }
 }
 
-/// Fills `slots` with the layout of `buf`; returns how many records.
-fn layout(buf: &[u8], slots: &mut [Slot; MAX_RECORDS]) -> Option<usize> {
+/// Fills `slots` with the layout of `buf`; returns how many records
+/// (`None` when the reply is malformed or has more than `N` records).
+fn layout<const N: usize>(buf: &[u8], slots: &mut [Slot; N]) -> Option<usize> {
     if buf.len() > usize::from(u16::MAX) {
         return None;
     }
     let qd = u16_at(buf, 4)?;
     let counts = [u16_at(buf, 6)?, u16_at(buf, 8)?, u16_at(buf, 10)?];
     let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
-    if total > MAX_RECORDS {
+    if total > N {
         return None;
     }
     let mut off = HEADER_LEN;
@@ -247,17 +248,37 @@ fn address(buf: &[u8], s: &Slot) -> Option<IpAddr> {
     }
 }
 
+/// Records in a reply small enough for the small tables (most replies):
+/// zeroing the `MAX_RECORDS` tables costs more than the rest of the shuffle.
+const SMALL_RECORDS: usize = 16;
+
 /// Shuffles the A/AAAA records and the MX records of each section of the
 /// reply in `buf` among their own positions, then (with `prefer`) moves
 /// addresses in preferred subnets to the front of their group, in the
 /// order of the subnets. Returns how many groups were shuffled.
 pub(crate) fn shuffle(buf: &mut [u8], plan: &Plan<'_>) -> usize {
-    let mut slots = [Slot::default(); MAX_RECORDS];
+    let (Some(an), Some(ns), Some(ar)) = (u16_at(buf, 6), u16_at(buf, 8), u16_at(buf, 10)) else {
+        return 0;
+    };
+    // A group is two or more records of one section: none possible.
+    if an < 2 && ns < 2 && ar < 2 {
+        return 0;
+    }
+    if usize::from(an) + usize::from(ns) + usize::from(ar) <= SMALL_RECORDS {
+        shuffle_in::<SMALL_RECORDS>(buf, plan)
+    } else {
+        shuffle_in::<MAX_RECORDS>(buf, plan)
+    }
+}
+
+/// [`shuffle`] with tables for at most `N` records.
+fn shuffle_in<const N: usize>(buf: &mut [u8], plan: &Plan<'_>) -> usize {
+    let mut slots = [Slot::default(); N];
     let Some(n) = layout(buf, &mut slots) else {
         return 0;
     };
-    let mut done = [false; MAX_RECORDS];
-    let mut group = [0u16; MAX_RECORDS];
+    let mut done = [false; N];
+    let mut group = [0u16; N];
     let mut shuffled = 0;
     for i in 0..n {
         let Some(k) = kind(slots[i].rtype) else {

@@ -135,6 +135,35 @@ fn a_records_are_shuffled_uniformly_enough() {
     );
 }
 
+/// Both table sizes shuffle: a reply within the small tables (16
+/// records), one just past them, and one at the 512-record limit; one past
+/// the limit is left as it is.
+#[test]
+fn small_and_large_replies_are_shuffled_up_to_the_limit() {
+    let p = lb(". {\n loadbalance\n}");
+    let addrs = |count: usize| {
+        reply_with(|b| {
+            for i in 0..count {
+                let rd = RData::A(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8));
+                b.push(Section::Answer, &n("example.org."), Class::IN, 60, &rd)
+                    .unwrap();
+            }
+        })
+    };
+    for count in [2, 16, 17, 512] {
+        let msg = addrs(count);
+        let before = testing::reply(&msg);
+        let moved = (0..20).any(|_| {
+            let out = hook(&*p, Rtype::A, &msg);
+            same_records(&before, &testing::reply(&out));
+            out != msg
+        });
+        assert!(moved, "{count} records never shuffled");
+    }
+    let msg = addrs(513);
+    assert_eq!(hook(&*p, Rtype::A, &msg), msg);
+}
+
 #[test]
 fn errors_and_zone_transfers_are_left_alone() {
     let p = lb(". {\n loadbalance\n}");
