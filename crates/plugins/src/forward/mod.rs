@@ -228,18 +228,12 @@ impl Forward {
             }
             let mut t = proxy.transport(self.transport(client));
             let left = deadline.saturating_duration_since(Instant::now());
+            let until = tokio::time::Instant::now() + left;
             let res = loop {
-                let r = tokio::time::timeout(left, proxy.connect(query, t)).await;
-                match r {
-                    Err(_) => {
-                        break Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("read {}: i/o timeout", proxy.addr),
-                        ));
-                    }
-                    Ok(Err(ConnectError::CachedClosed)) => continue,
-                    Ok(Err(ConnectError::Io(e))) => break Err(e),
-                    Ok(Ok(reply)) => {
+                match proxy.connect(query, t, until).await {
+                    Err(ConnectError::CachedClosed) => continue,
+                    Err(ConnectError::Io(e)) => break Err(e),
+                    Ok(reply) => {
                         let tc = Header::parse(&reply).is_ok_and(|h| h.tc());
                         if tc && t == Transport::Udp && self.opts.prefer_udp {
                             t = Transport::Tcp;

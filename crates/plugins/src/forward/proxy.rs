@@ -20,8 +20,6 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use super::metrics::Metrics;
 use super::pipe::{Pipe, PipeError};
 
-/// Write deadline of an exchange (CoreDNS `defaultTimeout` for writes).
-const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Dial timeout for TCP.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Read and write timeout of a health check.
@@ -203,20 +201,24 @@ impl Proxy {
     }
 
     /// Sends `query` (any ID) and returns the reply, its ID equal to the
-    /// one sent upstream (the caller restores the client's).
+    /// one sent upstream (the caller restores the client's). `until` is
+    /// the query's overall deadline, on top of the read timeout.
     pub(crate) async fn connect(
         &self,
         query: &[u8],
         t: Transport,
+        until: tokio::time::Instant,
     ) -> Result<Vec<u8>, ConnectError> {
         let start = Instant::now();
         let id = fastrand::u16(..);
         let reply = match t {
-            Transport::Udp => self.udp_exchange(query, id).await?,
+            Transport::Udp => self.udp_exchange(query, id, until).await?,
             Transport::Tcp | Transport::Tls => {
                 let mut msg = query.to_vec();
                 clusterdns_wire::set_id(&mut msg, id);
-                self.stream_exchange(t, &msg).await?
+                tokio::time::timeout_at(until, self.stream_exchange(t, &msg))
+                    .await
+                    .map_err(|_| self.deadline_err())??
             }
         };
         let rcode = Header::parse(&reply).map_or(2, |h| u16::from(h.rcode_low()));
@@ -299,9 +301,24 @@ impl Proxy {
             .map_err(|_| timeout_err("tls handshake", None, self.addr))?
     }
 
+    /// The query's overall deadline passed (CoreDNS's wording).
+    fn deadline_err(&self) -> ConnectError {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("read {}: i/o timeout", self.addr),
+        )
+        .into()
+    }
+
     /// One query over a pooled connected UDP socket: `query` is sent with
-    /// ID `id`, and the first reply carrying that ID is returned.
-    async fn udp_exchange(&self, query: &[u8], id: u16) -> Result<Vec<u8>, ConnectError> {
+    /// ID `id`, and the first reply carrying that ID is returned. One
+    /// timer covers the write, the read timeout and the overall `until`.
+    async fn udp_exchange(
+        &self,
+        query: &[u8],
+        id: u16,
+        until: tokio::time::Instant,
+    ) -> Result<Vec<u8>, ConnectError> {
         let mut conn = match self.fresh(&self.udp) {
             Some(c) => {
                 self.hits[0].inc();
@@ -325,32 +342,48 @@ impl Proxy {
         out.clear();
         out.extend_from_slice(query);
         clusterdns_wire::set_id(out, id);
+        // A datagram send does not wait in practice: one timer, the read
+        // timeout's, covers the write too.
+        let read = tokio::time::Instant::now() + self.opts.read_timeout;
+        let overall = until < read;
+        let mut written = false;
+        let exchange = async {
+            sock.send(out).await.map_err(|e| ("write", e))?;
+            written = true;
+            loop {
+                let n = sock.recv(buf).await.map_err(|e| ("read", e))?;
+                // Short reads and replies to other queries are skipped.
+                let Ok(h) = Header::parse(&buf[..n]) else {
+                    continue;
+                };
+                if h.id == id && h.qr() {
+                    return Ok(n);
+                }
+            }
+        };
+        let r = tokio::time::timeout_at(until.min(read), exchange).await;
         // The local address only names the socket in an error message:
         // asked for then, not per query.
         let local = |sock: &UdpSocket| sock.local_addr().ok();
-        match tokio::time::timeout(WRITE_TIMEOUT, sock.send(out)).await {
-            Err(_) => return Err(timeout_err("write udp", local(sock), self.addr).into()),
-            Ok(Err(e)) => return Err(go_err("write", "udp", local(sock), self.addr, e).into()),
-            Ok(Ok(_)) => {}
-        }
-        let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
-        loop {
-            let n = match tokio::time::timeout_at(deadline, sock.recv(buf)).await {
-                Err(_) => return Err(timeout_err("read udp", local(sock), self.addr).into()),
-                Ok(Err(e)) => return Err(go_err("read", "udp", local(sock), self.addr, e).into()),
-                Ok(Ok(n)) => n,
-            };
-            // Short reads and replies to other queries are skipped.
-            let Ok(h) = Header::parse(&buf[..n]) else {
-                continue;
-            };
-            if h.id != id || !h.qr() {
-                continue;
+        let n = match r {
+            Ok(Ok(n)) => n,
+            Ok(Err((op, e))) => return Err(go_err(op, "udp", local(sock), self.addr, e).into()),
+            Err(_) if overall => return Err(self.deadline_err()),
+            Err(_) => {
+                let op = if written { "read udp" } else { "write udp" };
+                return Err(timeout_err(op, local(sock), self.addr).into());
             }
-            let reply = buf[..n].to_vec();
-            self.give_back(&self.udp, conn);
-            return Ok(reply);
-        }
+        };
+        // Our reply was the last datagram queued (a late duplicate may
+        // follow; it raises its own event): forget the readiness that
+        // would make the next query on this socket start with a recv that
+        // only says EAGAIN.
+        let _ = sock.try_io(tokio::io::Interest::READABLE, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+        let reply = buf[..n].to_vec();
+        self.give_back(&self.udp, conn);
+        Ok(reply)
     }
 
     /// The live pipelined connection for `t`, or a fresh one; `true`
