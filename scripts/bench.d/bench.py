@@ -23,6 +23,7 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 import dnsq  # noqa: E402
 import k8s  # noqa: E402
@@ -32,9 +33,9 @@ OUT = os.path.join(ROOT, "target", "bench")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVERS = ["clusterdns", "coredns", "unbound", "ceiling"]
 DNSPERF_SCENARIOS = ["hosts", "whoami", "cache-hit", "forward", "search-path", "cluster"]
-K8S_SCENARIOS = ["search-path", "cluster", "memory", "propagation", "startup"]
+K8S_SCENARIOS = ["search-path", "cluster", "memory", "propagation", "startup", "memory-pods"]
 ALL_SCENARIOS = ["hosts", "whoami", "cache-hit", "forward", "search-path", "cluster",
-                 "memory", "propagation", "startup"]
+                 "memory", "propagation", "startup", "memory-pods"]
 SERVER_CPU = "1"
 CLIENT_CPU = "0"
 
@@ -124,15 +125,20 @@ def cpu_ticks(pid: int) -> int:
     return int(rest[11]) + int(rest[12])  # utime + stime (fields 14, 15)
 
 
-def rss_mib(pid: int) -> float | None:
+def status_mib(pid: int, key: str) -> float | None:
+    """A kB field of /proc/PID/status (VmRSS:, VmHWM:) in MiB."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         return None
     return None
+
+
+def rss_mib(pid: int) -> float | None:
+    return status_mib(pid, "VmRSS:")
 
 
 def median(xs):
@@ -211,8 +217,12 @@ def dnsperf(port: int, qfile: str, duration: int, qps: int | None = None, verbos
 class Ctx:
     """Per-invocation settings and paths."""
 
-    def __init__(self, quick: bool, runs: int | None, duration: int | None):
+    def __init__(self, quick: bool, runs: int | None, duration: int | None,
+                 pods: int | None = None):
         self.quick = quick
+        # memory-pods: 10k Pods, then this many (100k; 20k with --quick, as
+        # the API server creates only ~250 Pods/s on 2 shared cores).
+        self.pods = pods or (20000 if quick else 100000)
         self.runs = runs or (1 if quick else 3)
         self.fixed_dur = duration or (5 if quick else 10)
         self.max_dur = duration or (5 if quick else 10)
@@ -272,10 +282,10 @@ def upstream_conf(ctx: Ctx, port: int) -> str:
     return unbound_conf(ctx, "upstream", port, local)
 
 
-def k8s_block(ctx: Ctx) -> str:
+def k8s_block(ctx: Ctx, pods: str = "insecure") -> str:
     return ("    kubernetes cluster.local in-addr.arpa ip6.arpa {\n"
             f"        kubeconfig {ctx.kubeconfig} clusterdns-rig\n"
-            "        pods insecure\n"
+            f"        pods {pods}\n"
             "        fallthrough in-addr.arpa ip6.arpa\n"
             "    }\n")
 
@@ -694,7 +704,15 @@ def run_dnsperf_scenario(ctx: Ctx, name: str) -> list[dict]:
 # --------------------------------------------------------------------------
 
 class Rig:
-    """A private rig (own RIG_DIR and ports) so the shared one is untouched."""
+    """A private rig (own RIG_DIR and ports) so the shared one is untouched.
+
+    One scripts/bench at a time owns it: up() takes an exclusive lock on
+    target/bench/rig.lock (waiting for another run's kubernetes scenarios,
+    at most 45 minutes) and writes the driver's pid to target/bench/rig.owner;
+    scripts/bench's exit handler only stops a rig its own driver owned."""
+
+    LOCK = os.path.join(OUT, "rig.lock")
+    OWNER = os.path.join(OUT, "rig.owner")
 
     def __init__(self, ctx: Ctx):
         self.dir = os.path.join(OUT, "rig")
@@ -702,8 +720,30 @@ class Rig:
                         RIG_ETCD_PORT=str(free_port()), RIG_ETCD_PEER_PORT=str(free_port()),
                         RIG_APISERVER_PORT=str(free_port()), RIG_KCM_PORT=str(free_port()))
         self.up_done = False
+        self.lockf = None
+
+    def lock(self, wait_s: float = 45 * 60) -> None:
+        import fcntl
+
+        self.lockf = open(self.LOCK, "a")  # noqa: SIM115 - held until the process exits
+        end = time.monotonic() + wait_s
+        said = 0.0
+        while True:
+            try:
+                fcntl.flock(self.lockf, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{self.LOCK} held by another scripts/bench for "
+                                       f"{wait_s / 60:.0f} min") from None
+                if time.monotonic() - said > 60:
+                    log(f"waiting for another scripts/bench to release the private rig ({self.LOCK})")
+                    said = time.monotonic()
+                time.sleep(2)
+        write(self.OWNER, f"{os.getpid()}\n")
 
     def up(self) -> None:
+        self.lock()
         src = os.path.join(ROOT, ".rig", "bin")
         need = ["etcd", "kube-apiserver", "kubectl", "coredns"]
         missing = [b for b in need if not os.access(os.path.join(src, b), os.X_OK)]
@@ -756,26 +796,129 @@ def k8s_servers(ctx: Ctx) -> tuple[list[str], list[dict], dict[str, str]]:
     return ok, [], why
 
 
+def memory_run(ctx: Ctx, s: str, cf: str, port: int, wait: list[tuple[str, str | None]],
+               timeout: float, tag: str) -> tuple[float | None, float | None, str | None, subprocess.Popen | None]:
+    """Starts S with Corefile CF, waits until every (name, address) in WAIT
+    answers (with that A address when given), waits 2 s, reads VmRSS and
+    VmHWM. Returns (rss, hwm, why-not, the still running process or None)."""
+    p = start_server(ctx, s, None, port, corefile=cf, tag=tag)
+    t0 = time.monotonic()
+    for name, addr in wait:
+        while True:  # in slices, to notice a server that died
+            left = timeout - (time.monotonic() - t0)
+            if p.poll() is not None:
+                stop(p)
+                return None, None, f"exited ({p.returncode}): {last_log_line(ctx, s, tag)}", None
+            if left > 0 and dnsq.wait_answer(port, name, min(left, 5), want_addr=addr,
+                                             interval=0.05) is not None:
+                break
+            if left <= 5:
+                r = dnsq.ask(port, name, 1, timeout=0.5)
+                stop(p)
+                got = f"rcode {r[1]}, {r[2]} answers {r[3]}" if r else "no reply"
+                return (None, None,
+                        f"{name} did not answer {addr or ''} within {timeout:.0f}s ({got})", None)
+    time.sleep(2)
+    return rss_mib(p.pid), status_mib(p.pid, "VmHWM:"), None, p
+
+
 def measure_memory(ctx: Ctx, servers: list[str], label: str, last: int) -> list[dict]:
     rows = []
     for s in servers:
-        vals = []
+        vals, why = [], None
         for _ in range(ctx.runs):
             port = free_port()
-            p = start_server(ctx, s, None, port, corefile=f".:{port} {{\n{k8s_block(ctx)}}}\n",
-                             tag=".memory")
-            try:
-                ok = dnsq.wait_answer(port, k8s.fqdn(last), 120, interval=0.05)
-                if ok is None:
-                    break
-                time.sleep(2)
-                vals.append(rss_mib(p.pid))
-            finally:
+            cf = f".:{port} {{\n{k8s_block(ctx)}}}\n"
+            rss, _hwm, why, p = memory_run(ctx, s, cf, port, [(k8s.fqdn(last), None)], 120, ".memory")
+            if p is not None:
                 stop(p)
+            if why:
+                break
+            vals.append(rss)
         rows.append(row(f"memory-{label}", s, rss_mib=median(vals), runs=len(vals),
                         per_run=vals, status="ok" if vals else "failed",
-                        reason=None if vals else f"{k8s.fqdn(last)} never answered"))
+                        reason=None if vals else why))
         log(f"  memory-{label}/{s}: RSS {fmt(median(vals), 1)} MiB")
+    return rows
+
+
+def pod_checks(n: int) -> list[tuple[str, str | None]]:
+    """(name, expected A address or None for NXDOMAIN) proving that `pods
+    verified` answers pod names from the watched Pods: 6 Pods spread over the
+    data set, and 3 names insecure mode would answer but verified must not."""
+    out: list[tuple[str, str | None]] = [(k8s.pod_fqdn(j), k8s.pod_ip(j))
+                                         for j in sorted({0, 1, n // 3, n // 2, n - 2, n - 1})]
+    out.append((k8s.pod_fqdn(0, ns=k8s.pod_ns(1)), None))  # a real Pod IP, other namespace
+    out.append(("10-100-250-1.bench-0.pod.cluster.local", None))  # no Pod has 10.100.250.1
+    out.append((k8s.pod_fqdn(n + 1000), None))  # a Pod not created (yet)
+    return out
+
+
+def check_names(port: int, checks: list[tuple[str, str | None]]) -> tuple[int, list[str]]:
+    """Asks every check name once (UDP, 3 tries); returns (passed, failures)."""
+    ok, bad = 0, []
+    for name, addr in checks:
+        r = None
+        for _ in range(3):
+            r = dnsq.ask(port, name, 1, timeout=1.0)
+            if r is not None:
+                break
+        if r is None:
+            bad.append(f"{name}: no reply")
+        elif addr is not None and not (r[1] == 0 and r[3] == [addr]):
+            bad.append(f"{name}: rcode {r[1]} {r[3]}, want {addr}")
+        elif addr is None and r[1] != 3:
+            bad.append(f"{name}: rcode {r[1]} {r[3]}, want NXDOMAIN")
+        else:
+            ok += 1
+    return ok, bad
+
+
+def measure_memory_pods(ctx: Ctx, servers: list[str], n: int, load_s: float) -> list[dict]:
+    """RSS after sync with 10k Services and N Pods under `pods verified`;
+    every run also checks that pod names are answered (pod_checks)."""
+    label = f"memory-10k-svc-{n // 1000}k-pods"
+    # The last Pod in list order (namespace, then name as a string) and the
+    # last one created: both answering = the Pod list has been taken in.
+    lex_last = max(range(n), key=lambda j: (k8s.pod_ns(j), k8s.pod_name(j)))
+    wait = [(k8s.fqdn(9999), None), (k8s.pod_fqdn(lex_last), k8s.pod_ip(lex_last)),
+            (k8s.pod_fqdn(n - 1), k8s.pod_ip(n - 1))]
+    checks = pod_checks(n)
+    rows = []
+    for s in servers:
+        vals, hwms, why, fails, passed = [], [], None, [], 0
+        for _ in range(ctx.runs):
+            port = free_port()
+            cf = f".:{port} {{\n{k8s_block(ctx, 'verified')}}}\n"
+            rss, hwm, why, p = memory_run(ctx, s, cf, port, wait, 120 + n / 500, ".memory-pods")
+            if p is None:
+                break
+            try:
+                ok, bad = check_names(port, checks)
+            finally:
+                stop(p)
+            passed += ok
+            fails += bad
+            vals.append(rss)
+            hwms.append(hwm)
+        total = len(checks) * len(vals)
+        check = (f"pod names checked: {passed}/{total} right ({len(checks) - 3} Pods answer their IP, "
+                 "3 unverifiable names NXDOMAIN)" if vals else "pod names not checked (never synced)")
+        if fails:
+            check = f"pods verified check FAILED ({passed}/{total}): " + "; ".join(fails[:4])
+        note = (f"10k Services + {n:,} Pods, pods verified; {check}; peak (VmHWM) "
+                f"{fmt(median(hwms), 1)} MiB; Pods loaded at {load_s:.0f} Pods/s")
+        if n == ctx.pods and n < 100000:
+            note += (f"; {n // 1000}k Pods instead of 100k"
+                     + (" (--quick: the API server creates 100-500 Pods/s on 2 shared "
+                        "cores; the full run loads 100k)" if ctx.quick else " (--pods)"))
+        status = "ok" if vals and not fails else "failed"
+        rows.append(row(label, s, rss_mib=median(vals), hwm_mib=median(hwms), runs=len(vals),
+                        per_run=vals, pods=n, services=10000, pod_checks_passed=passed,
+                        pod_checks_total=total, pod_check_failures=fails, status=status,
+                        reason=note if vals else f"{why}; {note}"))
+        log(f"  {label}/{s}: RSS {fmt(median(vals), 1)} MiB (peak {fmt(median(hwms), 1)}), "
+            f"{check}" + (f"; {why}" if why else ""))
     return rows
 
 
@@ -941,8 +1084,12 @@ def main() -> int:
     ap.add_argument("--scenario", action="append", choices=ALL_SCENARIOS)
     ap.add_argument("--runs", type=int)
     ap.add_argument("--duration", type=int, help="seconds per dnsperf phase")
+    ap.add_argument("--pods", type=int,
+                    help="memory-pods: the large point (default 100000; 20000 with --quick)")
     args = ap.parse_args()
-    ctx = Ctx(args.quick, args.runs, args.duration)
+    if args.pods is not None and not 10000 <= args.pods <= 120000:
+        ap.error("--pods must be within 10000..120000")
+    ctx = Ctx(args.quick, args.runs, args.duration, args.pods)
     chosen = args.scenario or ALL_SCENARIOS
     meta = machine()
     meta["quick"] = ctx.quick
@@ -988,11 +1135,6 @@ def main() -> int:
                 for s, w in why.items():
                     rows.append(skipped("memory-1k-svc", s, w))
                     rows.append(skipped("memory-10k-svc", s, w))
-                for label in ("10k-pods", "100k-pods"):
-                    for s in ("clusterdns", "coredns"):
-                        rows.append(skipped(f"memory-{label}", s,
-                                            "pods verified points not in the suite yet (the rig has "
-                                            "no kubelet: pod IPs must be patched into status)"))
             if "startup" in k8s_chosen:
                 if api is not None and servers:
                     rows += measure_startup(ctx, servers, 9999)
@@ -1006,6 +1148,28 @@ def main() -> int:
                     rows += measure_propagation(ctx, servers, api)
                 for s, w in why.items():
                     rows.append(skipped("propagation", s, w))
+            if "memory-pods" in k8s_chosen:
+                # Last: 100k Pods weigh on the API server and etcd.
+                have = 0
+                for n in sorted({10000, ctx.pods}):
+                    label = f"memory-10k-svc-{n // 1000}k-pods"
+                    if api is None or not servers:
+                        for s, w in why.items():
+                            rows.append(skipped(label, s, w))
+                        continue
+                    log(f"loading Pods {have}..{n} (create + pods/status patch)")
+                    try:
+                        secs = k8s.load_pods(api, have, n)
+                    except (RuntimeError, OSError) as e:
+                        for s in servers:
+                            rows.append(row(label, s, status="failed", reason=str(e)))
+                        log(f"  {label}: loading Pods failed: {e}")
+                        break
+                    log(f"loaded {n - have} Pods in {secs:.1f}s ({(n - have) / secs:.0f}/s)")
+                    rows += measure_memory_pods(ctx, servers, n, (n - have) / secs)
+                    have = n
+                    for s, w in why.items():
+                        rows.append(skipped(label, s, w))
     except KeyboardInterrupt:
         log("interrupted: stopping every server started")
         stop_all()

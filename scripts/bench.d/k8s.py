@@ -4,7 +4,13 @@ to the rig's API server directly, and the propagation measurement.
 
 Data set: Service i (0 <= i < 10000) is svc-(i%1000) in namespace
 bench-(i//1000); every 10th (i%10 == 9) is headless; every Service has one
-EndpointSlice with 5 ready endpoints (50k endpoints for 10k Services)."""
+EndpointSlice with 5 ready endpoints (50k endpoints for 10k Services).
+
+Pods (for `pods verified`): Pod j is pod-j in namespace bench-(j%10), one
+container, bound to node-(j%50), with status.phase Running and
+status.podIP/podIPs pod_ip(j) (in 10.100.0.0/15, disjoint from the endpoint
+IPs) set through the status subresource: the rig has no kubelet, and the API
+server resets the status of a Pod on create."""
 
 import base64
 import http.client
@@ -92,11 +98,12 @@ class Api:
             self.local.conn = c
         return c
 
-    def request(self, method: str, path: str, body: dict | None = None):
-        data = json.dumps(body).encode() if body is not None else None
+    def request(self, method: str, path: str, body: dict | bytes | None = None,
+                content_type: str = "application/json"):
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         for attempt in range(3):
             c = self._conn()
             try:
@@ -112,10 +119,20 @@ class Api:
                 time.sleep(0.2)
         raise RuntimeError("unreachable")
 
-    def create(self, path: str, obj: dict) -> None:
+    def create(self, path: str, obj: dict | bytes) -> None:
         st, payload = self.request("POST", path, obj)
         if st not in (200, 201, 409):  # 409: already there (re-run on a kept rig)
             raise RuntimeError(f"POST {path}: HTTP {st}: {payload[:300]!r}")
+
+    def merge_patch(self, path: str, patch: dict | bytes) -> None:
+        st, payload = self.request("PATCH", path, patch, "application/merge-patch+json")
+        if st != 200:
+            raise RuntimeError(f"PATCH {path}: HTTP {st}: {payload[:300]!r}")
+
+    def delete(self, path: str) -> None:
+        st, payload = self.request("DELETE", path)
+        if st not in (200, 202, 404):
+            raise RuntimeError(f"DELETE {path}: HTTP {st}: {payload[:300]!r}")
 
 
 def ensure_namespace(api: Api, ns: str) -> None:
@@ -123,11 +140,9 @@ def ensure_namespace(api: Api, ns: str) -> None:
                                       "metadata": {"name": ns}})
 
 
-def load(api: Api, start: int, end: int, threads: int = 8) -> float:
-    """Creates Services and EndpointSlices start..end; returns seconds taken."""
-    t0 = time.monotonic()
-    for n in sorted({ns_of(i) for i in range(start, end)}):
-        ensure_namespace(api, n)
+def _parallel(start: int, end: int, threads: int, what: str, one) -> None:
+    """Runs ONE(i) for start <= i < end on THREADS threads; the first error
+    stops every thread and is raised."""
     errors: list[str] = []
     lock = threading.Lock()
     nxt = [start]
@@ -140,9 +155,7 @@ def load(api: Api, start: int, end: int, threads: int = 8) -> float:
             if i >= end or errors:
                 return
             try:
-                api.create(f"/api/v1/namespaces/{ns_of(i)}/services", service_obj(i))
-                api.create(f"/apis/discovery.k8s.io/v1/namespaces/{ns_of(i)}/endpointslices",
-                           slice_obj(i))
+                one(i)
             except Exception as e:  # noqa: BLE001 - reported below
                 with lock:
                     errors.append(str(e))
@@ -154,7 +167,78 @@ def load(api: Api, start: int, end: int, threads: int = 8) -> float:
     for t in ts:
         t.join()
     if errors:
-        raise RuntimeError(f"loading services failed: {errors[0]}")
+        raise RuntimeError(f"loading {what} failed: {errors[0]}")
+
+
+def load(api: Api, start: int, end: int, threads: int = 8) -> float:
+    """Creates Services and EndpointSlices start..end; returns seconds taken."""
+    t0 = time.monotonic()
+    for n in sorted({ns_of(i) for i in range(start, end)}):
+        ensure_namespace(api, n)
+
+    def one(i: int) -> None:
+        api.create(f"/api/v1/namespaces/{ns_of(i)}/services", service_obj(i))
+        api.create(f"/apis/discovery.k8s.io/v1/namespaces/{ns_of(i)}/endpointslices",
+                   slice_obj(i))
+
+    _parallel(start, end, threads, "services", one)
+    return time.monotonic() - t0
+
+
+# --------------------------------------------------------------------------
+# Pods (pods verified)
+# --------------------------------------------------------------------------
+
+POD_NAMESPACES = 10
+
+
+def pod_ns(j: int) -> str:
+    return f"bench-{j % POD_NAMESPACES}"
+
+
+def pod_name(j: int) -> str:
+    return f"pod-{j}"
+
+
+def pod_ip(j: int) -> str:
+    """Distinct for j < 125,000: 10.100.0.1 .. 10.101.249.250."""
+    return f"10.{100 + j // 62500}.{j // 250 % 250}.{j % 250 + 1}"
+
+
+def pod_fqdn(j: int, ns: str | None = None) -> str:
+    """The `pods verified` name of Pod j (in namespace NS if given)."""
+    return f"{pod_ip(j).replace('.', '-')}.{ns or pod_ns(j)}.pod.cluster.local"
+
+
+def pod_obj(j: int) -> bytes:
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name(j), "namespace": pod_ns(j),
+                     "labels": {"app": f"app-{j % 100}"}},
+        "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+                 "nodeName": f"node-{j % 50}"},
+    }, separators=(",", ":")).encode()
+
+
+def pod_status_patch(j: int) -> bytes:
+    ip = pod_ip(j)
+    return json.dumps({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}},
+                      separators=(",", ":")).encode()
+
+
+def load_pods(api: Api, start: int, end: int, threads: int = 16) -> float:
+    """Creates Pods start..end and gives each its IP and phase Running through
+    pods/status (a merge patch); returns seconds taken."""
+    t0 = time.monotonic()
+    for n in sorted({pod_ns(j) for j in range(start, min(end, start + POD_NAMESPACES))}):
+        ensure_namespace(api, n)
+
+    def one(j: int) -> None:
+        ns = pod_ns(j)
+        api.create(f"/api/v1/namespaces/{ns}/pods", pod_obj(j))
+        api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{pod_name(j)}/status", pod_status_patch(j))
+
+    _parallel(start, end, threads, "pods", one)
     return time.monotonic() - t0
 
 
@@ -162,10 +246,21 @@ def propagation(api: Api, ports: dict[str, int], changes: int, timeout_s: float 
     """Creates CHANGES Services one by one in namespace bench-prop; after each
     POST returns, polls every server in PORTS (name -> DNS port) until the new
     name resolves to its ClusterIP. Returns name -> list of delays in ms
-    (None for a change never seen within TIMEOUT_S)."""
+    (None for a change never seen within TIMEOUT_S). The Services are deleted
+    again at the end, so later scenarios see the 10k Services only."""
+    ensure_namespace(api, "bench-prop")
+    made: list[str] = []
+    try:
+        return _propagation(api, ports, changes, timeout_s, made)
+    finally:
+        _parallel(0, len(made), 8, "propagation cleanup",
+                  lambda k: api.delete(f"/api/v1/namespaces/bench-prop/services/{made[k]}"))
+
+
+def _propagation(api: Api, ports: dict[str, int], changes: int, timeout_s: float,
+                 made: list[str]):
     import dnsq
 
-    ensure_namespace(api, "bench-prop")
     out: dict[str, list] = {k: [] for k in ports}
     for k in range(changes):
         name = f"prop-{k}-{int(time.time())}"
@@ -174,6 +269,7 @@ def propagation(api: Api, ports: dict[str, int], changes: int, timeout_s: float 
                "metadata": {"name": name, "namespace": "bench-prop"},
                "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80}]}}
         api.create("/api/v1/namespaces/bench-prop/services", obj)
+        made.append(name)
         t0 = time.monotonic()
         fq = f"{name}.bench-prop.svc.cluster.local"
         pending = dict(ports)
