@@ -248,10 +248,21 @@ impl Name {
     where
         I: IntoIterator<Item = &'l [u8]>,
     {
+        // Written in place: no copy of the whole name per label.
         let mut name = Name::root();
+        let mut at = 0;
         for label in labels {
-            name = name.append_label(label)?;
+            check_label(label)?;
+            let end = at + 1 + label.len();
+            if end + 1 > MAX_NAME_LEN {
+                return Err(NameError::NameTooLong);
+            }
+            name.buf[at] = label.len() as u8;
+            name.buf[at + 1..end].copy_from_slice(label);
+            at = end;
         }
+        name.buf[at] = 0;
+        name.len = (at + 1) as u8;
         Ok(name)
     }
 
@@ -839,6 +850,43 @@ mod tests {
         assert_eq!(a.first_label(), Some(&b"b"[..]));
         assert_eq!(Name::from_labels([&b"x"[..], b"y"]), Ok(n("x.y")));
         assert_eq!(Name::from_labels(core::iter::empty()), Ok(Name::root()));
+    }
+
+    /// `from_labels` agrees with appending label by label, errors included.
+    #[test]
+    fn from_labels_limits() {
+        let l63 = [b'a'; 63];
+        let by_append = |labels: &[&[u8]]| {
+            labels
+                .iter()
+                .try_fold(Name::root(), |n, l| n.append_label(l))
+        };
+        let cases: [&[&[u8]]; 6] = [
+            // 4 × 64 = 256 bytes with the root: one too many.
+            &[&l63, &l63, &l63, &l63],
+            // 3 × 64 + 62 + 1 = 255: the longest name.
+            &[&l63, &l63, &l63, &l63[..61]],
+            &[&l63, &l63, &l63, &l63[..62]],
+            &[b"x", &[b'a'; 64]],
+            &[b"x", b"", b"y"],
+            &[b"MiXeD", b"Case"],
+        ];
+        for labels in cases {
+            let got = Name::from_labels(labels.iter().copied());
+            assert_eq!(got, by_append(labels), "{labels:?}");
+        }
+        assert_eq!(
+            Name::from_labels(cases[1].iter().copied()).map(|n| n.len()),
+            Ok(255)
+        );
+        assert_eq!(
+            Name::from_labels(cases[0].iter().copied()),
+            Err(NameError::NameTooLong)
+        );
+        assert_eq!(
+            Name::from_labels(cases[3].iter().copied()),
+            Err(NameError::LabelTooLong)
+        );
     }
 
     #[test]

@@ -5,22 +5,7 @@ use std::net::Ipv4Addr;
 
 use clusterdns_wire::{Class, Message, MessageBuilder, Query, RData, Rtype, Section, truncate};
 
-use crate::{name, query_packet};
-
-/// xorshift64*: small, seeded, good enough to spread mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use crate::{Rng, name, query_packet};
 
 fn seeds() -> Vec<Vec<u8>> {
     let mut out = vec![
@@ -139,14 +124,14 @@ fn mutated_packets_never_panic() {
             1 => {
                 for _ in 0..1 + rng.below(8) {
                     let i = rng.below(p.len());
-                    p[i] = rng.next() as u8;
+                    p[i] = rng.next_u64() as u8;
                 }
             }
             2 => {
                 // Point a random place at a random offset.
                 let i = rng.below(p.len() - 1);
                 p[i] = 0xC0 | (rng.below(4) as u8);
-                p[i + 1] = rng.next() as u8;
+                p[i + 1] = rng.next_u64() as u8;
             }
             _ => {
                 let len = rng.below(p.len());
@@ -157,7 +142,7 @@ fn mutated_packets_never_panic() {
     }
     for _ in 0..5_000 {
         let len = rng.below(600);
-        let p: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let p: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         exercise(&p);
     }
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod build;
+mod compress;
 mod corpus;
 mod message;
 mod query;
@@ -31,4 +32,20 @@ pub fn query_packet(qname: &str, qtype: Rtype, edns: Option<(u16, bool)>) -> Vec
     }
     b.finish();
     buf
+}
+
+/// xorshift64*: small, seeded, good enough to spread mutations and draw
+/// test inputs; the same sequence on every run, no dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
 }
