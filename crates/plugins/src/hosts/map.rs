@@ -1,7 +1,6 @@
 //! The parsed form of a hosts file (CoreDNS `hostsfile.go`), immutable once
 //! built.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use clusterdns_wire::Name;
@@ -19,6 +18,11 @@ pub(crate) struct ParseOptions {
 pub(crate) fn in_zones(zones: &[Name], name: &Name) -> bool {
     zones.iter().any(|z| name.ends_with(z))
 }
+
+/// The maps' hash: foldhash, seeded per process. The keys are our
+/// configuration, not chosen by clients; SipHash cost several hundred
+/// instructions per query.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Name → addresses and address → names, as CoreDNS's `Map`. Names are
 /// lowercase FQDNs; wildcard owners (`*.example.com.`) are kept apart and
@@ -106,6 +110,12 @@ impl Map {
         lookup(&self.name6, &self.wild6, host, wild)
     }
 
+    /// Whether there are wildcard owners (else a wildcard pattern is never
+    /// needed).
+    pub(crate) fn has_wildcards(&self) -> bool {
+        !(self.wild4.is_empty() && self.wild6.is_empty())
+    }
+
     /// The names of `ip`, for PTR answers.
     pub(crate) fn names(&self, ip: &IpAddr) -> &[Name] {
         self.addr.get(ip).map_or(&[], Vec::as_slice)
@@ -120,6 +130,9 @@ fn lookup<'m, T>(
 ) -> &'m [T] {
     if let Some(v) = exact.get(host) {
         return v;
+    }
+    if wild.is_empty() {
+        return &[];
     }
     match pattern.and_then(|p| wild.get(p)) {
         Some(v) => v,

@@ -93,16 +93,37 @@ impl Plugin for Hosts {
             b.finish();
             return Flow::Answered;
         }
-        let wild = wildcard_of(qname);
-        let (f4, i4) = (
-            snap.file.v4(qname, wild.as_ref()),
-            snap.inline.v4(qname, wild.as_ref()),
-        );
-        let (f6, i6) = (
-            snap.file.v6(qname, wild.as_ref()),
-            snap.inline.v6(qname, wild.as_ref()),
-        );
-        let exists = !(f4.is_empty() && i4.is_empty() && f6.is_empty() && i6.is_empty());
+        // The wildcard pattern costs a name copy: only when there are
+        // wildcard owners.
+        let wild = if snap.file.has_wildcards() || snap.inline.has_wildcards() {
+            wildcard_of(qname)
+        } else {
+            None
+        };
+        let v4 = || {
+            (
+                snap.file.v4(qname, wild.as_ref()),
+                snap.inline.v4(qname, wild.as_ref()),
+            )
+        };
+        let v6 = || {
+            (
+                snap.file.v6(qname, wild.as_ref()),
+                snap.inline.v6(qname, wild.as_ref()),
+            )
+        };
+        // Only the family asked for, unless the other one is needed to
+        // tell NODATA from a name that does not exist.
+        let (f4, i4) = if qtype == Rtype::AAAA {
+            (&[][..], &[][..])
+        } else {
+            v4()
+        };
+        let (f6, i6) = if qtype == Rtype::A {
+            (&[][..], &[][..])
+        } else {
+            v6()
+        };
         let answers = match qtype {
             Rtype::A => !(f4.is_empty() && i4.is_empty()),
             Rtype::AAAA => !(f6.is_empty() && i6.is_empty()),
@@ -113,6 +134,18 @@ impl Plugin for Hosts {
                 false
             }
         };
+        let exists = answers
+            || match qtype {
+                Rtype::A => {
+                    let (f, i) = v6();
+                    !(f.is_empty() && i.is_empty())
+                }
+                Rtype::AAAA => {
+                    let (f, i) = v4();
+                    !(f.is_empty() && i.is_empty())
+                }
+                _ => !(f4.is_empty() && i4.is_empty() && f6.is_empty() && i6.is_empty()),
+            };
         if !answers && !exists {
             if self.falls_through(qname) {
                 return Flow::Next;
