@@ -94,6 +94,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         tables: ArcSwap::from_pointee(Vec::new()),
         grow: Mutex::new(()),
         plugin_names: names,
+        last_plugin: AtomicUsize::new(0),
     }));
     Ok(())
 }
@@ -274,6 +275,13 @@ struct Table {
     responses: Box<[Slot<Counter>]>,
 }
 
+impl Table {
+    /// Whether this is the table of `server`/`zone`.
+    fn is(&self, server: &str, zone: &Name) -> bool {
+        self.zone == *zone && self.server == server
+    }
+}
+
 /// The *prometheus* handler: counts every query its block answers.
 pub struct Prometheus {
     fams: Arc<Families>,
@@ -282,6 +290,9 @@ pub struct Prometheus {
     grow: Mutex<()>,
     /// `plugin` label values: every compiled-in plugin, then "".
     plugin_names: Vec<&'static str>,
+    /// The index [`Prometheus::plugin_index`] found last: a block's
+    /// queries are mostly answered by the same plugin.
+    last_plugin: AtomicUsize,
 }
 
 impl std::fmt::Debug for Prometheus {
@@ -331,19 +342,36 @@ impl Prometheus {
         self.tables
             .load()
             .iter()
-            .find(|t| t.zone == *zone && t.server == server)
+            .find(|t| t.is(server, zone))
             .cloned()
     }
 
     fn plugin_index(&self, name: &str) -> usize {
-        self.plugin_names
+        let last = self.last_plugin.load(Ordering::Relaxed);
+        if self.plugin_names.get(last) == Some(&name) {
+            return last;
+        }
+        let i = self
+            .plugin_names
             .iter()
             .position(|n| *n == name)
-            .unwrap_or(self.plugin_names.len() - 1)
+            .unwrap_or(self.plugin_names.len() - 1);
+        self.last_plugin.store(i, Ordering::Relaxed);
+        i
     }
 
     fn report(&self, req: &Request<'_>, reply_len: usize, outcome: &Outcome) {
-        let t = self.table(req.server, req.zone);
+        // The table is read under the snapshot guard (no reference count
+        // taken); only the first query of a (server, zone) builds one.
+        let tables = self.tables.load();
+        let built;
+        let t: &Table = match tables.iter().find(|t| t.is(req.server, req.zone)) {
+            Some(t) => t,
+            None => {
+                built = self.table(req.server, req.zone);
+                &built
+            }
+        };
         let f = &self.fams;
         let (s, z) = (t.server.as_str(), t.zone_text.as_str());
         let p = proto_index(req.proto);
