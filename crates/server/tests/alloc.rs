@@ -644,6 +644,11 @@ fn truncation() {
 
 /// Not a check: serves one question 10,000 times, for instruction counts.
 /// `CLUSTERDNS_PROFILE=whoami|hosts-a|hosts-aaaa|hosts-ptr4|hosts-ptr6`,
+/// `hooks-hosts-a` (kubeadm's errors, prometheus, loadbalance around
+/// hosts), `cache-hosts-a` (cache hits),
+/// `k8s-a|k8s-aaaa|k8s-srv|k8s-ptr|k8s-pod|k8s-nx` (the kubernetes plugin
+/// on its test snapshot behind errors, prometheus and loadbalance; without
+/// them with `CLUSTERDNS_PROFILE_HOOKS=0`),
 /// EDNS from `CLUSTERDNS_PROFILE_EDNS=none|plain|do` (default none):
 ///
 /// ```text
@@ -678,6 +683,45 @@ fn profile() {
         ),
         "hosts-ptr4" => (format!(".:53 {{\n {HOSTS}\n}}"), hosts_asks()[3]),
         "hosts-ptr6" => (format!(".:53 {{\n {HOSTS}\n}}"), hosts_asks()[4]),
+        "hooks-hosts-a" => (
+            format!(
+                ".:53 {{\n errors\n health\n ready\n prometheus :9153\n loadbalance\n {HOSTS}\n}}"
+            ),
+            ask("a.example.org.", A, NOERROR, 3),
+        ),
+        "cache-hosts-a" => (
+            format!(".:53 {{\n prometheus :9153\n cache 30\n {HOSTS}\n}}"),
+            ask("a.example.org.", A, NOERROR, 3),
+        ),
+        k if k.starts_with("k8s-") => {
+            let a = match k {
+                "k8s-a" => ask("svc1.kplug.svc.cluster.local.", A, NOERROR, 1),
+                "k8s-aaaa" => ask("dual.kplug.svc.cluster.local.", AAAA, NOERROR, 1),
+                "k8s-srv" => ask("_http._tcp.svc1.kplug.svc.cluster.local.", SRV, NOERROR, 1),
+                "k8s-ptr" => ask("1.77.96.10.in-addr.arpa.", PTR, NOERROR, 1),
+                "k8s-pod" => ask("10-1-2-3.kplug.pod.cluster.local.", A, NOERROR, 1),
+                "k8s-nx" => ask("nope.kplug.svc.cluster.local.", A, NXDOMAIN, 0),
+                other => panic!("unknown CLUSTERDNS_PROFILE {other}"),
+            };
+            // CLUSTERDNS_PROFILE_HOOKS=0: the kubernetes plugin alone.
+            let hooks = std::env::var("CLUSTERDNS_PROFILE_HOOKS").as_deref() != Ok("0");
+            let (pre, post) = if hooks {
+                (" errors\n prometheus :9153\n", " loadbalance\n")
+            } else {
+                ("", "")
+            };
+            (
+                format!(
+                    ".:53 {{\n{pre} kubernetes cluster.local in-addr.arpa ip6.arpa {{\n  \
+                     snapshot {}\n  pods insecure\n  \
+                     fallthrough in-addr.arpa ip6.arpa\n  ttl 30\n }}\n{post}}}",
+                    Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../plugins/src/kubernetes/testdata/objects.yaml")
+                        .display()
+                ),
+                a,
+            )
+        }
         other => panic!("unknown CLUSTERDNS_PROFILE {other}"),
     };
     let d = tempdir();
