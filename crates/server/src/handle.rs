@@ -127,32 +127,68 @@ fn refuse(q: &Query<'_>, w: &mut ResponseWriter) {
     b.finish();
 }
 
-/// The synchronous pass over one packet. On `Reply` the writer holds the
-/// scrubbed reply.
-pub(crate) fn serve_sync(mux: &Mux, packet: &[u8], meta: Meta, w: &mut ResponseWriter) -> Handled {
+/// What the checks and the zone mux decided about a packet.
+#[allow(clippy::large_enum_variant)]
+enum Prepared<'p, 'm> {
+    /// Answered (or dropped) without a chain; the writer is ready.
+    Done(Handled),
+    /// Run this zone's chain.
+    Run(Query<'p>, &'m clusterdns_wire::Name, &'m Chain),
+}
+
+/// The part of both passes before the chain: checks, zone selection and
+/// the replies written without a chain (FORMERR, NOTIMP, BADVERS, REFUSED).
+fn prepare<'p, 'm>(
+    mux: &'m Mux,
+    packet: &'p [u8],
+    meta: Meta,
+    w: &mut ResponseWriter,
+) -> Prepared<'p, 'm> {
     let q = match check(mux, packet, w) {
-        Checked::Done(Handled::Reply) => return finish_plain(packet, meta, w),
-        Checked::Done(h) => return h,
+        Checked::Done(Handled::Reply) => return Prepared::Done(finish_plain(packet, meta, w)),
+        Checked::Done(h) => return Prepared::Done(h),
         Checked::Refuse(q) => {
             refuse(&q, w);
             scrub(&q, meta.proto, w);
-            return Handled::Reply;
+            return Prepared::Done(Handled::Reply);
         }
         Checked::Chain(q) => q,
     };
-    let Some((zone, chain)) = route(mux, &q, w) else {
-        scrub(&q, meta.proto, w);
-        return Handled::Reply;
-    };
-    let req = Request {
-        query: &q,
+    match route(mux, &q, w) {
+        Some((zone, chain)) => Prepared::Run(q, zone, chain),
+        None => {
+            scrub(&q, meta.proto, w);
+            Prepared::Done(Handled::Reply)
+        }
+    }
+}
+
+/// The request a chain sees.
+fn request<'a>(
+    mux: &'a Mux,
+    q: &'a Query<'a>,
+    zone: &'a clusterdns_wire::Name,
+    meta: Meta,
+) -> Request<'a> {
+    Request {
+        query: q,
         client: meta.client,
         local: meta.local,
         proto: meta.proto,
         zone,
         server: &mux.label,
         received: meta.received,
+    }
+}
+
+/// The synchronous pass over one packet. On `Reply` the writer holds the
+/// scrubbed reply.
+pub(crate) fn serve_sync(mux: &Mux, packet: &[u8], meta: Meta, w: &mut ResponseWriter) -> Handled {
+    let (q, zone, chain) = match prepare(mux, packet, meta, w) {
+        Prepared::Done(h) => return h,
+        Prepared::Run(q, zone, chain) => (q, zone, chain),
     };
+    let req = request(mux, &q, zone, meta);
     let ran = std::panic::catch_unwind(AssertUnwindSafe(|| chain.run_sync(&req, &mut *w)));
     match ran {
         Ok(Ok(_)) => {}
@@ -206,29 +242,11 @@ pub(crate) async fn serve_async(
     from: Deferred,
     w: &mut ResponseWriter,
 ) -> Handled {
-    let q = match check(mux, packet, w) {
-        Checked::Done(Handled::Reply) => return finish_plain(packet, meta, w),
-        Checked::Done(h) => return h,
-        Checked::Refuse(q) => {
-            refuse(&q, w);
-            scrub(&q, meta.proto, w);
-            return Handled::Reply;
-        }
-        Checked::Chain(q) => q,
+    let (q, zone, chain) = match prepare(mux, packet, meta, w) {
+        Prepared::Done(h) => return h,
+        Prepared::Run(q, zone, chain) => (q, zone, chain),
     };
-    let Some((zone, chain)) = route(mux, &q, w) else {
-        scrub(&q, meta.proto, w);
-        return Handled::Reply;
-    };
-    let req = Request {
-        query: &q,
-        client: meta.client,
-        local: meta.local,
-        proto: meta.proto,
-        zone,
-        server: &mux.label,
-        received: meta.received,
-    };
+    let req = request(mux, &q, zone, meta);
     let ran = CatchUnwind(Box::pin(chain.run_async_from(from, &req, &mut *w))).await;
     if let Err(panic) = ran {
         recovered(mux, &req, w, panic);
