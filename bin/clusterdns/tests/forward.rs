@@ -7,7 +7,7 @@ mod fault;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, dig, free_port, lines, status};
+use common::{Server, config_error, dig, free_port, lines, status};
 use fault::{Fault, Mode};
 
 /// A child process killed on drop.
@@ -342,23 +342,6 @@ fn resolv_conf_file_upstreams() {
     );
     let out = s.dig(&["+noall", "+answer", "r.example"]);
     assert!(out.contains("192.0.2.13"), "{out}");
-}
-
-fn config_error(corefile: &str) -> String {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("Corefile");
-    std::fs::write(&path, corefile.replace("{PORT}", &free_port().to_string())).expect("write");
-    let out = Command::new(common::binary())
-        .arg("-conf")
-        .arg(&path)
-        .output()
-        .expect("run");
-    assert!(!out.status.success(), "{corefile} was accepted");
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[test]

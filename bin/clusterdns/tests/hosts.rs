@@ -153,20 +153,7 @@ fn the_file_is_reloaded() {
 
 #[test]
 fn bad_options_stop_the_start_with_file_and_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let cf = dir.path().join("Corefile");
-    std::fs::write(&cf, ".:1053 {\n    hosts {\n        ttl 0\n    }\n}\n").unwrap();
-    let out = std::process::Command::new(common::binary())
-        .arg("-conf")
-        .arg(&cf)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::config_error(".:1053 {\n    hosts {\n        ttl 0\n    }\n}\n");
     assert!(text.contains("plugin/hosts"), "{text}");
     assert!(text.contains("Corefile:3"), "{text}");
     assert!(text.contains("ttl provided is invalid"), "{text}");

@@ -50,20 +50,7 @@ fn a_records_come_in_varying_orders() {
 
 #[test]
 fn weighted_is_refused_clearly() {
-    let dir = tempfile::tempdir().unwrap();
-    let cf = dir.path().join("Corefile");
-    std::fs::write(&cf, ".:1053 {\n    loadbalance weighted w.txt\n}\n").unwrap();
-    let out = std::process::Command::new(common::binary())
-        .arg("-conf")
-        .arg(&cf)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::config_error(".:1053 {\n    loadbalance weighted w.txt\n}\n");
     assert!(text.contains("plugin/loadbalance"), "{text}");
     assert!(text.contains("not supported yet"), "{text}");
 }

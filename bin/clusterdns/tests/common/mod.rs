@@ -29,6 +29,26 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Starts the binary on `corefile` (every `{PORT}` replaced by a free
+/// port), expects it to refuse the configuration and exit non-zero, and
+/// returns what it printed (stdout then stderr).
+pub fn config_error(corefile: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("Corefile");
+    std::fs::write(&path, corefile.replace("{PORT}", &free_port().to_string())).expect("write");
+    let out = Command::new(binary())
+        .arg("-conf")
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "{corefile} was accepted");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A running clusterdns.
 pub struct Server {
     pub child: Child,
