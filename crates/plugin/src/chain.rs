@@ -51,8 +51,9 @@ pub trait Plugin: Send + Sync + 'static {
     /// The synchronous handler, run on the receiving thread.
     ///
     /// It must not have side effects unless it returns `Answered` or
-    /// `Fail`: when a later plugin returns `Async`, the query is run again
-    /// on the asynchronous path.
+    /// `Fail`: when a later plugin returns `Async`, the query continues on
+    /// the asynchronous path from that plugin (and a plugin that is asked
+    /// again there, such as a cache in front of a refresh, must cope).
     fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow;
 
     /// The asynchronous handler, awaited when `query` returned `Async`.

@@ -17,10 +17,11 @@
 //!   [`ResponseWriter`]; the chain stops and the plugins before it see the
 //!   reply through [`Plugin::response`], in reverse order.
 //! * `Next`: not mine (or fall through); the next plugin is asked.
-//! * `Async`: this plugin needs I/O (an upstream). The server then runs the
-//!   whole query again on the asynchronous path ([`Chain::run_async`]),
-//!   where [`Plugin::query_async`] is awaited. The synchronous pass has no
-//!   side effects before the outcome is known, so running again is safe.
+//! * `Async`: this plugin needs I/O (an upstream). The server then resumes
+//!   the query on the asynchronous path at that plugin
+//!   ([`Chain::run_async_from`]), where [`Plugin::query_async`] is awaited;
+//!   the plugins before it passed the query on without side effects, and
+//!   their response hooks still run at the end.
 //! * `Fail(e)`: an error; the server writes the reply for `e.rcode()`
 //!   ([`PluginError::rcode`] is the one error→rcode mapping) and the
 //!   `errors` plugin reports it.
