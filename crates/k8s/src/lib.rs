@@ -88,6 +88,7 @@ mod error;
 mod hooks;
 mod index;
 pub mod model;
+mod ratelimit;
 mod shard;
 mod snapshot;
 mod watch;
@@ -101,6 +102,7 @@ pub use model::{
     AddressType, Conditions, Endpoint, EndpointSlice, Namespace, ObjKey, Pod, Port, Protocol,
     Service, ServiceKind,
 };
+pub use ratelimit::{ClientLimits, DEFAULT_BURST, DEFAULT_QPS, RateLimit};
 pub use snapshot::{Counts, ReverseHit, ServiceEndpoints, Snapshot, Snapshots};
 pub use watch::{ClientSource, TlsFiles, Watch, WatchConfig};
 

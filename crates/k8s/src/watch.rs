@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 use crate::error::Error;
 use crate::hooks::{IndexHooks, Kind};
 use crate::index::{Index, IndexedObject, Scope};
+use crate::ratelimit::{ClientLimits, LimitLayer};
 use crate::snapshot::Snapshots;
 
 /// Client certificate, key and CA files for an explicit `endpoint` (`tls CERT KEY CACERT`).
@@ -145,9 +146,20 @@ impl ClientSource {
         }
     }
 
-    /// A client for this source.
+    /// A client for this source, without client-side limits.
     pub async fn client(&self) -> Result<kube::Client, Error> {
-        Ok(kube::Client::try_from(self.config().await?)?)
+        self.client_with(&ClientLimits::NONE).await
+    }
+
+    /// A client for this source whose requests obey `limits` (see [`ClientLimits`]).
+    pub async fn client_with(&self, limits: &ClientLimits) -> Result<kube::Client, Error> {
+        let config = self.config().await?;
+        if limits.is_none() {
+            return Ok(kube::Client::try_from(config)?);
+        }
+        Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&LimitLayer::new(limits))
+            .build())
     }
 }
 
