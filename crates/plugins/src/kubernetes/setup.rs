@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
-use clusterdns_k8s::{ClientSource, Index, TlsFiles, Watch, WatchConfig, yaml};
+use clusterdns_k8s::{ClientLimits, ClientSource, Index, TlsFiles, Watch, WatchConfig, yaml};
 use clusterdns_plugin::{ChainTail, SetupCtx};
 use clusterdns_wire::Name;
 use parking_lot::Mutex;
@@ -39,6 +39,10 @@ struct Options {
     fall: Option<Vec<Name>>,
     ignore_empty_service: bool,
     startup_timeout: Duration,
+    /// `apiserver_qps`, `apiserver_burst`, `apiserver_max_inflight` (0 when absent).
+    qps: f32,
+    burst: u64,
+    max_inflight: u64,
     snapshot: Option<PathBuf>,
 }
 
@@ -75,16 +79,61 @@ fn is_reverse_zone(z: &str) -> bool {
     z.ends_with(".in-addr.arpa.") || z.ends_with(".ip6.arpa.")
 }
 
-fn non_negative(p: &Directive, args: &[&str]) -> Result<(), ConfigError> {
-    let [a] = args else {
-        return Err(p.arg_err());
+/// The one argument of `p`, or an argument error.
+fn one_arg<'a>(p: &Directive, args: &[&'a str]) -> Result<&'a str, ConfigError> {
+    match args {
+        [a] => Ok(a),
+        _ => Err(p.arg_err()),
+    }
+}
+
+fn negative(p: &Directive, a: &str) -> ConfigError {
+    p.err(format!(
+        "{} must be a non-negative number: '{a}'",
+        p.name.text
+    ))
+}
+
+/// `apiserver_qps`: CoreDNS's `strconv.ParseFloat(arg, 32)`, then `>= 0` (so NaN and +Inf
+/// pass, and mean no rate limit, as in client-go).
+fn qps_arg(p: &Directive, args: &[&str]) -> Result<f32, ConfigError> {
+    let a = one_arg(p, args)?;
+    let name = &p.name.text;
+    let Ok(v) = a.parse::<f64>() else {
+        return Err(p.err(format!(
+            "invalid {name} \"{a}\": strconv.ParseFloat: parsing \"{a}\": invalid syntax"
+        )));
     };
-    match a.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(()),
-        _ => Err(p.err(format!(
-            "{} must be a non-negative number: '{a}'",
-            p.name.text
-        ))),
+    // f64 → f32 rounds to nearest; Go rejects what overflows float32.
+    let q = v as f32;
+    if v.is_finite() && !q.is_finite() {
+        return Err(p.err(format!(
+            "invalid {name} \"{a}\": strconv.ParseFloat: parsing \"{a}\": value out of range"
+        )));
+    }
+    if q < 0.0 {
+        return Err(negative(p, a));
+    }
+    Ok(q)
+}
+
+/// `apiserver_burst`, `apiserver_max_inflight`: CoreDNS's `strconv.Atoi`, then `>= 0`.
+fn count_arg(p: &Directive, args: &[&str]) -> Result<u64, ConfigError> {
+    let a = one_arg(p, args)?;
+    let name = &p.name.text;
+    match a.parse::<i64>() {
+        Ok(v) => u64::try_from(v).map_err(|_| negative(p, a)),
+        Err(e) => {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    "value out of range"
+                }
+                _ => "invalid syntax",
+            };
+            Err(p.err(format!(
+                "invalid {name} \"{a}\": strconv.Atoi: parsing \"{a}\": {why}"
+            )))
+        }
     }
 }
 
@@ -109,6 +158,9 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
         fall: None,
         ignore_empty_service: false,
         startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        qps: 0.0,
+        burst: 0,
+        max_inflight: 0,
         snapshot: None,
     };
     let path = |s: &str| {
@@ -232,9 +284,9 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 o.startup_timeout =
                     clusterdns_plugin::duration::parse_go(a).map_err(|e| p.err(e.0.clone()))?;
             }
-            "apiserver_qps" | "apiserver_burst" | "apiserver_max_inflight" => {
-                non_negative(p, &args)?
-            }
+            "apiserver_qps" => o.qps = qps_arg(p, &args)?,
+            "apiserver_burst" => o.burst = count_arg(p, &args)?,
+            "apiserver_max_inflight" => o.max_inflight = count_arg(p, &args)?,
             "snapshot" => {
                 let [file] = args.as_slice() else {
                     return Err(p.arg_err());
@@ -340,6 +392,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         pods: o.pods == PodMode::Verified,
         ..WatchConfig::default()
     };
+    let limits = ClientLimits::coredns(o.qps, o.burst, o.max_inflight);
     let slot: Arc<Mutex<Option<Watch>>> = Arc::default();
     let pending = Arc::new(Mutex::new(Some(index)));
     let start_slot = slot.clone();
@@ -349,7 +402,15 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
             .lock()
             .take()
             .ok_or("plugin/kubernetes: started twice")?;
-        start(source, config, index, &start_slot, snapshots, timeout)
+        start(
+            source,
+            &limits,
+            config,
+            index,
+            &start_slot,
+            snapshots,
+            timeout,
+        )
     }));
     ctx.shared.on_shutdown.push(Box::new(move || {
         if let Some(w) = slot.lock().take() {
@@ -364,6 +425,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
 /// first sync (CoreDNS `onStart`), logging as CoreDNS does.
 fn start(
     source: ClientSource,
+    limits: &ClientLimits,
     config: WatchConfig,
     index: Index,
     slot: &Mutex<Option<Watch>>,
@@ -374,7 +436,7 @@ fn start(
         .map_err(|_| "plugin/kubernetes: no runtime to run the watch on".to_string())?;
     let multi = rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
     let client = if multi {
-        tokio::task::block_in_place(|| rt.block_on(source.client()))
+        tokio::task::block_in_place(|| rt.block_on(source.client_with(limits)))
     } else {
         return Err("plugin/kubernetes: needs a multi-threaded runtime".to_string());
     }
