@@ -38,7 +38,7 @@ pub use dns::{
     Flags, Outcome, Query, QueryEdns, Response, ResponseEdns, Rr, Transport, exchange,
     exchange_tcp, exchange_udp, rcode_name,
 };
-pub use private_rig::PrivateRig;
+pub use private_rig::{ApiRequest, PrivateRig};
 pub use process::{ScratchDir, ServerProcess, free_port};
 pub use rig::{
     REQUIRE_RIG_ENV, RIG_DIR_ENV, Rig, TestNamespace, rig_dir, rig_required, workspace_root,

@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::rig::{REQUIRE_RIG_ENV, Rig, rig_dir, rig_required, workspace_root};
 
@@ -121,5 +122,124 @@ impl Drop for PrivateRig {
         if std::env::var_os("CLUSTERDNS_KEEP_TEST_DIRS").is_none_or(|v| v != "1") {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// One request in kube-apiserver's request log (klog `httplog` lines, written when a request
+/// ends; the apiserver logs them at `--v=3`, i.e. a rig started with `RIG_APISERVER_V=3`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiRequest {
+    /// `GET`, `LIST`, `WATCH`, `POST`…
+    pub verb: String,
+    /// Path and query.
+    pub uri: String,
+    /// The client's `User-Agent`.
+    pub user_agent: String,
+    /// When the request arrived: the log line's time of day minus the latency (klog lines
+    /// carry no date: compare requests of one run only).
+    pub received: Duration,
+    /// How long the request took (for a watch: how long the stream lasted).
+    pub latency: Duration,
+}
+
+impl ApiRequest {
+    /// Parses one klog line; `None` unless it is an `"HTTP"` request line.
+    pub fn parse(line: &str) -> Option<ApiRequest> {
+        if !line.contains("] \"HTTP\" ") {
+            return None;
+        }
+        // `I1129 22:38:20.527991 …`
+        let clock = line.get(6..21)?;
+        let (h, rest) = clock.split_once(':')?;
+        let (m, s) = rest.split_once(':')?;
+        let secs = h.parse::<u64>().ok()? * 3600 + m.parse::<u64>().ok()? * 60;
+        let end = Duration::from_secs(secs) + Duration::try_from_secs_f64(s.parse().ok()?).ok()?;
+        let field = |name: &str| -> Option<String> {
+            let start = line.find(&format!(" {name}=\""))? + name.len() + 3;
+            let len = line.get(start..)?.find('"')?;
+            Some(line.get(start..start + len)?.to_string())
+        };
+        let latency = go_duration(&field("latency")?)?;
+        Some(ApiRequest {
+            verb: field("verb")?,
+            uri: field("URI")?,
+            user_agent: field("userAgent").unwrap_or_default(),
+            received: end.checked_sub(latency)?,
+            latency,
+        })
+    }
+}
+
+/// A Go `time.Duration` string (`1.5ms`, `2m3.04s`, `276.5µs`).
+fn go_duration(s: &str) -> Option<Duration> {
+    let mut total = 0.0f64;
+    let mut rest = s;
+    if rest == "0s" {
+        return Some(Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest.get(..n)?.parse().ok()?;
+        rest = rest.get(n..)?;
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match rest.get(..u)? {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" | "μs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = rest.get(u..)?;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+impl PrivateRig {
+    /// Every request kube-apiserver has logged so far (see [`ApiRequest`]; needs a rig
+    /// started with `RIG_APISERVER_V=3` or more), in log order.
+    pub fn apiserver_requests(&self) -> Vec<ApiRequest> {
+        let log = self.dir.join("run/logs/kube-apiserver.log");
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(ApiRequest::parse)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_httplog_lines() {
+        let line = r#"I1129 22:38:24.892926    8750 httplog.go:134] "HTTP" verb="WATCH" URI="/api/v1/namespaces?sendInitialEvents=true&watch=true" latency="2.963269822s" userAgent="kubectl/v1.35.4 (linux/amd64) kubernetes/$Format" audit-ID="f7" srcIP="127.0.0.1:36056" resp=200"#;
+        let r = ApiRequest::parse(line).unwrap();
+        assert_eq!(r.verb, "WATCH");
+        assert_eq!(
+            r.uri,
+            "/api/v1/namespaces?sendInitialEvents=true&watch=true"
+        );
+        assert!(r.user_agent.starts_with("kubectl/"));
+        assert_eq!(r.latency, Duration::from_nanos(2_963_269_822));
+        let end = Duration::from_secs(22 * 3600 + 38 * 60 + 24) + Duration::from_micros(892_926);
+        assert_eq!(r.received + r.latency, end);
+        assert_eq!(
+            ApiRequest::parse("I1129 22:38:24.892926 1 x.go:1] other"),
+            None
+        );
+        assert_eq!(
+            go_duration("276.501µs"),
+            Some(Duration::from_nanos(276_501))
+        );
+        assert_eq!(go_duration("1m2.5s"), Some(Duration::from_millis(62_500)));
+        assert_eq!(go_duration("5x"), None);
     }
 }
