@@ -4,7 +4,7 @@
 //! name and from the snapshot.
 
 use std::io::Write as _;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use clusterdns_k8s::{Endpoint, Service, ServiceEndpoints, ServiceKind, Snapshot};
 use clusterdns_wire::Name;
@@ -119,6 +119,10 @@ impl<'s> EpLabel<'s> {
     {
         match *self {
             EpLabel::Name(n) => n.as_bytes(),
+            EpLabel::Ip(IpAddr::V4(v4)) => {
+                let len = write_v4(v4, b'-', buf);
+                &buf[..len]
+            }
             EpLabel::Ip(ip) => {
                 let len = {
                     let mut cur = std::io::Cursor::new(&mut buf[..]);
@@ -146,6 +150,29 @@ impl<'s> EpLabel<'s> {
         let mut buf = [0u8; 64];
         matches(q, self.write(&mut buf))
     }
+}
+
+/// Writes `ip` in dotted-decimal form (as `Display` does) with `sep`
+/// between the octets, without `fmt`; returns the length (at most 15).
+fn write_v4(ip: Ipv4Addr, sep: u8, buf: &mut LabelBuf) -> usize {
+    let mut len = 0;
+    for (i, o) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[len] = sep;
+            len += 1;
+        }
+        if o >= 100 {
+            buf[len] = b'0' + o / 100;
+            len += 1;
+        }
+        if o >= 10 {
+            buf[len] = b'0' + o / 10 % 10;
+            len += 1;
+        }
+        buf[len] = b'0' + o % 10;
+        len += 1;
+    }
+    len
 }
 
 /// What the address of an entry is (CoreDNS `msg.Service.HostType`).
@@ -364,14 +391,16 @@ impl LookupOpts {
         let Some(svc) = snap.service(ns, name) else {
             return Records::NameError;
         };
-        let eps = self
-            .endpoints
-            .then(|| snap.endpoints(svc.namespace(), svc.name()))
-            .flatten();
+        // Looked up only when needed: a ClusterIP name does not use them.
+        let eps = || {
+            self.endpoints
+                .then(|| snap.endpoints(svc.namespace(), svc.name()))
+                .flatten()
+        };
         if self.ignore_empty_service
             && svc.kind() != ServiceKind::ExternalName
             && !svc.is_headless()
-            && !eps.is_some_and(ServiceEndpoints::has_ready)
+            && !eps().is_some_and(ServiceEndpoints::has_ready)
         {
             return Records::NameError;
         }
@@ -389,7 +418,7 @@ impl LookupOpts {
             };
         }
         if svc.is_headless() || !r.endpoint.is_empty() {
-            let Some(eps) = eps else {
+            let Some(eps) = eps() else {
                 return Records::NameError;
             };
             let found = Found::Endpoints {
@@ -458,10 +487,13 @@ fn pod_ip(label: &[u8]) -> Option<PodIp> {
     let text = std::str::from_utf8(buf).ok()?;
     let parsed: IpAddr = text.parse().ok()?;
     let mut out = [0u8; 64];
-    let len = {
-        let mut cur = std::io::Cursor::new(&mut out[..]);
-        let _ = write!(cur, "{parsed}");
-        usize::try_from(cur.position()).unwrap_or(0)
+    let len = match parsed {
+        IpAddr::V4(v4) => write_v4(v4, b'.', &mut out),
+        IpAddr::V6(_) => {
+            let mut cur = std::io::Cursor::new(&mut out[..]);
+            let _ = write!(cur, "{parsed}");
+            usize::try_from(cur.position()).unwrap_or(0)
+        }
     };
     Some(PodIp {
         ip: host_ip(parsed),
@@ -630,6 +662,17 @@ mod tests {
         let mut buf = [0u8; 64];
         let l = EpLabel::Ip("10.1.2.3".parse().unwrap());
         assert_eq!(l.write(&mut buf), b"10-1-2-3");
+        for o in 0..=255u8 {
+            let v4 = Ipv4Addr::new(o, o / 3, 255 - o, o % 10);
+            let ip = v4.to_string();
+            let mut out = [0u8; 64];
+            let n = write_v4(v4, b'.', &mut out);
+            assert_eq!(&out[..n], ip.as_bytes());
+            assert_eq!(
+                EpLabel::Ip(IpAddr::V4(v4)).write(&mut buf),
+                ip.replace('.', "-").as_bytes()
+            );
+        }
         let l = EpLabel::Ip("2001:db8::".parse().unwrap());
         assert_eq!(l.write(&mut buf), b"2001-db8--0");
         let l = EpLabel::Ip("5678:abcd::1".parse().unwrap());

@@ -7,6 +7,7 @@ mod upstream;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::hash::Hash;
 use std::net::IpAddr;
 
 use clusterdns_k8s::{ReverseHit, Snapshot, Snapshots};
@@ -63,13 +64,58 @@ impl std::fmt::Debug for Kubernetes {
     }
 }
 
-/// Per-thread scratch sets for de-duplication; cleared per query, their
-/// capacity kept, so steady-state queries allocate nothing.
+/// A set for de-duplicating the records of one answer: a linear scan
+/// while it is small (the common case: a handful of records), a hash set
+/// beyond. Cleared per query, its capacity kept, so steady-state queries
+/// allocate nothing.
+struct Dedup<T> {
+    small: Vec<T>,
+    big: HashSet<T, foldhash::fast::RandomState>,
+}
+
+impl<T> Default for Dedup<T> {
+    fn default() -> Self {
+        Dedup {
+            small: Vec::new(),
+            big: HashSet::default(),
+        }
+    }
+}
+
+impl<T: Copy + Eq + Hash> Dedup<T> {
+    /// Up to this many items are scanned linearly.
+    const SMALL: usize = 16;
+
+    fn clear(&mut self) {
+        self.small.clear();
+        // Clearing an empty table still resets its control bytes.
+        if !self.big.is_empty() {
+            self.big.clear();
+        }
+    }
+
+    /// Adds `x`; `false` if it was already there.
+    fn insert(&mut self, x: T) -> bool {
+        if self.small.len() < Self::SMALL {
+            if self.small.contains(&x) {
+                return false;
+            }
+            self.small.push(x);
+            return true;
+        }
+        if self.big.is_empty() {
+            self.big.extend(self.small.iter().copied());
+        }
+        self.big.insert(x)
+    }
+}
+
+/// Per-thread scratch sets for de-duplication.
 #[derive(Default)]
 struct Scratch {
-    ips: HashSet<IpAddr>,
-    srv: HashSet<(LabelKey, u16)>,
-    extra: HashSet<(LabelKey, IpAddr)>,
+    ips: Dedup<IpAddr>,
+    srv: Dedup<(LabelKey, u16)>,
+    extra: Dedup<(LabelKey, IpAddr)>,
 }
 
 /// An endpoint label as a fixed-size key.
@@ -113,20 +159,36 @@ enum Plan<'s, 'q> {
     Ns,
 }
 
+/// Most labels left of the zone that a cluster name can have
+/// (`_port._proto.service.namespace.svc`); a longer name is
+/// NXDOMAIN-class whatever its labels, so only this many are kept.
+const MAX_BASE: usize = 5;
+
 /// The query name split at the matched zone.
 struct Split<'q> {
     /// Original case.
     qname: &'q Name,
     /// Lowercase.
     lower: &'q Name,
-    /// Labels left of the zone (lowercase); at most 127 on the wire.
-    base: [&'q [u8]; 128],
+    /// The first [`MAX_BASE`] labels left of the zone (lowercase).
+    base: [&'q [u8]; MAX_BASE],
+    /// How many labels are left of the zone (at most 127 on the wire).
     n: usize,
 }
 
 impl<'q> Split<'q> {
-    fn base(&self) -> &[&'q [u8]] {
-        &self.base[..self.n]
+    /// The labels left of the zone, `None` when there are more than
+    /// [`MAX_BASE`] (no cluster name is that long).
+    fn base(&self) -> Option<&[&'q [u8]]> {
+        self.base.get(..self.n)
+    }
+    /// The parsed cluster name.
+    fn parsed(&self) -> Result<lookup::Parsed<'q>, lookup::Invalid> {
+        self.base().map_or(Err(lookup::Invalid), lookup::parse)
+    }
+    /// The labels left of the zone are exactly `labels`.
+    fn base_is(&self, labels: &[&[u8]]) -> bool {
+        self.base() == Some(labels)
     }
     /// The zone's labels in the query's case.
     fn zone_labels(&self) -> impl Iterator<Item = &'q [u8]> + use<'q> {
@@ -145,14 +207,14 @@ impl<'q> Split<'q> {
 }
 
 fn split<'q>(qname: &'q Name, lower: &'q Name, zone: &Name) -> Split<'q> {
-    let mut base: [&'q [u8]; 128] = [&[]; 128];
+    let mut base: [&'q [u8]; MAX_BASE] = [&[]; MAX_BASE];
     let mut n = 0;
     if let Some(labels) = lower.strip_suffix_labels(zone) {
         for l in labels {
             if let Some(slot) = base.get_mut(n) {
                 *slot = l;
-                n += 1;
             }
+            n += 1;
         }
     }
     Split {
@@ -164,6 +226,10 @@ fn split<'q>(qname: &'q Name, lower: &'q Name, zone: &Name) -> Split<'q> {
 }
 
 fn is_reverse(lower: &Name) -> bool {
+    // Cheap rejection first: the last label of a reverse name is `arpa`.
+    if !lower.as_wire().ends_with(b"\x04arpa\x00") {
+        return false;
+    }
     let c = lower.label_count();
     let mut it = lower.labels().skip(c.saturating_sub(2));
     c >= 3
@@ -236,13 +302,10 @@ impl Kubernetes {
     }
 
     fn services<'s, 'q>(&self, snap: &'s Snapshot, s: &Split<'q>, qtype: Rtype) -> Svcs<'s, 'q> {
-        if s.base() == [&b"ns"[..], &b"dns"[..]] && s.zone_is_lower() {
+        if s.base_is(&[b"ns", b"dns"]) && s.zone_is_lower() {
             return Svcs::DefaultNs;
         }
-        match self
-            .opts
-            .records(snap, lookup::parse(s.base()), is_reverse(s.lower))
-        {
+        match self.opts.records(snap, s.parsed(), is_reverse(s.lower)) {
             Records::NameError => Svcs::NameError,
             Records::Empty => Svcs::Empty,
             Records::Found(Found::External(_)) if qtype == Rtype::SRV => Svcs::Empty,
@@ -263,12 +326,10 @@ impl Kubernetes {
                 Svcs::Found(f) => Plan::Addrs(f),
             },
             Rtype::TXT => {
-                if s.base() == [&b"dns-version"[..]] {
+                if s.base_is(&[b"dns-version"]) {
                     return Plan::Version;
                 }
-                let r = self
-                    .opts
-                    .records(snap, lookup::parse(s.base()), is_reverse(s.lower));
+                let r = self.opts.records(snap, s.parsed(), is_reverse(s.lower));
                 match r {
                     Records::Found(_) => Plan::NoData,
                     _ => Plan::NameError,
@@ -288,10 +349,7 @@ impl Kubernetes {
                     self.ptr_targets(snap, ip, &mut |_| any = true);
                     return if any { Plan::Ptr(ip) } else { Plan::NameError };
                 }
-                match self
-                    .opts
-                    .records(snap, lookup::parse(s.base()), is_reverse(s.lower))
-                {
+                match self.opts.records(snap, s.parsed(), is_reverse(s.lower)) {
                     Records::NameError => Plan::NameError,
                     _ => Plan::NoData,
                 }
