@@ -336,18 +336,33 @@ impl Namespace {
     }
 }
 
-/// Hashes `s` as its ASCII-lowercase bytes, without allocating, so that stored keys and
-/// mixed-case query keys hash the same.
+/// Hashes `s` so that strings equal ignoring ASCII case hash the same, without allocating:
+/// eight bytes at a time with bit 5 set in every byte (which maps `A`–`Z` onto `a`–`z`; the
+/// few other bytes it merges only cost a comparison), folded into one word handed to `state`.
 pub(crate) fn hash_lower<H: Hasher>(s: &str, state: &mut H) {
-    let mut buf = [0u8; 64];
-    for chunk in s.as_bytes().chunks(buf.len()) {
-        let out = &mut buf[..chunk.len()];
-        for (o, b) in out.iter_mut().zip(chunk) {
-            *o = b.to_ascii_lowercase();
-        }
-        state.write(out);
+    const CASE: u64 = 0x2020_2020_2020_2020;
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let bytes = s.as_bytes();
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(5) ^ (u64::from_le_bytes(w) | CASE)).wrapping_mul(K);
     }
-    state.write_u8(0xff);
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h.rotate_left(5) ^ (u64::from_le_bytes(w) | CASE)).wrapping_mul(K);
+    }
+    state.write_u64(h);
+}
+
+/// `a` and `b` are equal ignoring ASCII case; exact equality (the usual case: API names are
+/// lowercase, query names are lowercased) is checked first, with a plain comparison.
+pub(crate) fn eq_lower(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a == b || a.eq_ignore_ascii_case(b))
 }
 
 /// Compares two strings by their ASCII-lowercase bytes.
@@ -426,8 +441,7 @@ impl Hash for KeyRef<'_> {
 
 impl Equivalent<ObjKey> for KeyRef<'_> {
     fn equivalent(&self, key: &ObjKey) -> bool {
-        self.namespace.eq_ignore_ascii_case(&key.namespace)
-            && self.name.eq_ignore_ascii_case(&key.name)
+        eq_lower(self.name, &key.name) && eq_lower(self.namespace, &key.namespace)
     }
 }
 
@@ -437,7 +451,7 @@ pub(crate) struct NameKey(pub(crate) Arc<str>);
 
 impl PartialEq for NameKey {
     fn eq(&self, other: &Self) -> bool {
-        self.0.eq_ignore_ascii_case(&other.0)
+        eq_lower(&self.0, &other.0)
     }
 }
 impl Eq for NameKey {}
@@ -458,6 +472,67 @@ impl Hash for NameRef<'_> {
 }
 impl Equivalent<NameKey> for NameRef<'_> {
     fn equivalent(&self, key: &NameKey) -> bool {
-        self.0.eq_ignore_ascii_case(&key.0)
+        eq_lower(self.0, &key.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::BuildHasher;
+
+    use super::*;
+
+    fn h(ns: &str, name: &str) -> u64 {
+        hashbrown::DefaultHashBuilder::default().hash_one(KeyRef {
+            namespace: ns,
+            name,
+        })
+    }
+
+    #[test]
+    fn case_insensitive_keys_hash_and_compare_alike() {
+        let cases = [
+            ("default", "kubernetes"),
+            ("Kube-System", "KUBE-DNS"),
+            ("a-very-long-namespace-name-1", "Service-Name-Longer-Than-8"),
+            ("", ""),
+        ];
+        let b = hashbrown::DefaultHashBuilder::default();
+        for (ns, name) in cases {
+            let up = (ns.to_ascii_uppercase(), name.to_ascii_uppercase());
+            let lo = (ns.to_ascii_lowercase(), name.to_ascii_lowercase());
+            let key = ObjKey::new(&Arc::from(&*lo.0), &Arc::from(&*lo.1));
+            let hash = |k: KeyRef<'_>| b.hash_one(k);
+            assert_eq!(
+                hash(KeyRef {
+                    namespace: &up.0,
+                    name: &up.1
+                }),
+                hash(key.as_ref())
+            );
+            assert!(
+                KeyRef {
+                    namespace: &up.0,
+                    name: &up.1
+                }
+                .equivalent(&key)
+            );
+            assert_eq!(
+                b.hash_one(NameRef(&up.0)),
+                b.hash_one(NameKey(Arc::from(&*lo.0)))
+            );
+        }
+        // Different names differ (no exact rule, but these must not all collide).
+        assert_ne!(h("a", "bc"), h("ab", "c"));
+        assert_ne!(h("ns", "svc1"), h("ns", "svc2"));
+        assert!(
+            !KeyRef {
+                namespace: "ns",
+                name: "svc1"
+            }
+            .equivalent(&ObjKey::new(&Arc::from("ns"), &Arc::from("svc2")))
+        );
+        assert!(!eq_lower("a@", "a`"));
+        assert!(eq_lower("AbC", "aBc"));
     }
 }
