@@ -187,6 +187,11 @@ fn suffix_key(suffix: &[u8]) -> u32 {
 /// Whether the (possibly compressed) name at `off` in `buf` is exactly
 /// `suffix`.
 fn name_eq_at(buf: &[u8], mut off: usize, suffix: &[u8]) -> bool {
+    // The usual case, in one comparison: the earlier copy is written out
+    // in full, byte for byte (no pointer can be inside: `suffix` has none).
+    if buf.get(off..off + suffix.len()) == Some(suffix) {
+        return true;
+    }
     let mut s = 0;
     // Bounded: at most 127 labels and as many pointer hops.
     for _ in 0..2 * MAX_NAME_LEN {
