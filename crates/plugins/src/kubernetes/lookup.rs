@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 
-use clusterdns_k8s::{Endpoint, Service, ServiceEndpoints, ServiceKind, Snapshot};
+use clusterdns_k8s::{Endpoint, Port, Protocol, Service, ServiceEndpoints, ServiceKind, Snapshot};
 use clusterdns_wire::Name;
 
 /// `svc` or `pod`, the last label before the zone.
@@ -81,7 +81,25 @@ pub(crate) fn parse<'q>(base: &[&'q [u8]]) -> Result<Parsed<'q>, Invalid> {
 
 /// CoreDNS `match`: an unset query component matches anything.
 fn matches(query: &[u8], value: &[u8]) -> bool {
-    query.is_empty() || query.eq_ignore_ascii_case(value)
+    // The query is lowercase and so are API port names: the exact
+    // comparison usually decides.
+    query.is_empty()
+        || (query.len() == value.len() && (query == value || query.eq_ignore_ascii_case(value)))
+}
+
+/// The protocol's name in lowercase, as query labels are.
+fn protocol_lower(p: Protocol) -> &'static [u8] {
+    match p {
+        Protocol::Tcp => b"tcp",
+        Protocol::Udp => b"udp",
+        Protocol::Sctp => b"sctp",
+    }
+}
+
+/// A port of a service or slice matches the query's port and protocol.
+fn port_matches(port: &[u8], protocol: &[u8], p: &Port) -> bool {
+    matches(port, p.name().unwrap_or("").as_bytes())
+        && matches(protocol, protocol_lower(p.protocol()))
 }
 
 fn as_str(b: &[u8]) -> Option<&str> {
@@ -440,10 +458,9 @@ impl LookupOpts {
         let port_matches = if svc.ports().is_empty() {
             r.port.is_empty() && r.protocol.is_empty()
         } else {
-            svc.ports().iter().any(|p| {
-                matches(r.port, p.name().unwrap_or("").as_bytes())
-                    && matches(r.protocol, p.protocol().as_str().as_bytes())
-            })
+            svc.ports()
+                .iter()
+                .any(|p| port_matches(r.port, r.protocol, p))
         };
         if port_matches {
             Records::Found(Found::ClusterIp {
@@ -535,9 +552,7 @@ impl<'s> Found<'s, '_> {
                     return;
                 }
                 for p in svc.ports() {
-                    if !(matches(port, p.name().unwrap_or("").as_bytes())
-                        && matches(protocol, p.protocol().as_str().as_bytes()))
-                    {
+                    if !port_matches(port, protocol, p) {
                         continue;
                     }
                     for ip in svc.cluster_ips() {
@@ -578,9 +593,7 @@ impl<'s> Found<'s, '_> {
                         continue;
                     }
                     for p in slice.ports() {
-                        if matches(port, p.name().unwrap_or("").as_bytes())
-                            && matches(protocol, p.protocol().as_str().as_bytes())
-                        {
+                        if port_matches(port, protocol, p) {
                             f(Entry {
                                 host,
                                 port: Some(p.port()),

@@ -225,6 +225,25 @@ fn split<'q>(qname: &'q Name, lower: &'q Name, zone: &Name) -> Split<'q> {
     }
 }
 
+/// `name` is `zone` or below it. Both are lowercase (the zones are
+/// lowercased at setup), so the bytes compare exactly, without the
+/// case-insensitive comparison of [`Name::ends_with`].
+fn under(name: &Name, zone: &Name) -> bool {
+    let (n, z) = (name.as_wire(), zone.as_wire());
+    if !n.ends_with(z) {
+        return false;
+    }
+    // Label-aligned: the label lengths from the start land on the zone.
+    let off = n.len() - z.len();
+    let mut pos = 0;
+    while let Some(&len) = n.get(pos)
+        && pos < off
+    {
+        pos += 1 + usize::from(len);
+    }
+    pos == off
+}
+
 fn is_reverse(lower: &Name) -> bool {
     // Cheap rejection first: the last label of a reverse name is `arpa`.
     if !lower.as_wire().ends_with(b"\x04arpa\x00") {
@@ -291,7 +310,7 @@ impl Kubernetes {
     fn zone_for(&self, lower: &Name) -> Option<&Name> {
         self.zones
             .iter()
-            .filter(|z| lower.ends_with(z))
+            .filter(|z| under(lower, z))
             .max_by_key(|z| z.len())
     }
 
@@ -645,12 +664,26 @@ impl Kubernetes {
             };
             let sc = &mut *sc;
             sc.srv.clear();
+            // Every entry of one `Found` has the same target but for the
+            // endpoint label: build each target name once.
+            let mut last: Option<(LabelKey, Name)> = None;
+            let mut target_name = |t: &Target<'_>, key: &LabelKey| -> Option<Name> {
+                if let Some((k, n)) = &last
+                    && k == key
+                {
+                    return Some(*n);
+                }
+                let n = t.name(s.zone_labels())?;
+                last = Some((*key, n));
+                Some(n)
+            };
             found.each(&mut |e| {
                 let Some(port) = e.port else { return };
-                if !sc.srv.insert((label_key(&e.target), port)) {
+                let key = label_key(&e.target);
+                if !sc.srv.insert((key, port)) {
                     return;
                 }
-                if let Some(target) = e.target.name(s.zone_labels()) {
+                if let Some(target) = target_name(&e.target, &key) {
                     let rd = RData::Srv {
                         priority: 0,
                         weight,
@@ -668,10 +701,11 @@ impl Kubernetes {
                 let (Some(_), Host::Ip(ip)) = (e.port, e.host) else {
                     return;
                 };
-                if !sc.extra.insert((label_key(&e.target), ip)) {
+                let key = label_key(&e.target);
+                if !sc.extra.insert((key, ip)) {
                     return;
                 }
-                if let Some(target) = e.target.name(s.zone_labels()) {
+                if let Some(target) = target_name(&e.target, &key) {
                     let _ = b.push(
                         Section::Additional,
                         &target,
