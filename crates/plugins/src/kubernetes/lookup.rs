@@ -633,6 +633,38 @@ impl<'s, 'q: 's> Found<'s, 'q> {
     }
 }
 
+impl<'s, 'q: 's> Found<'s, 'q> {
+    /// The address of every entry of [`each`](Self::each) (repeats
+    /// included), in the same order of first appearance. A ClusterIP
+    /// service's addresses are the same for each matching port: they are
+    /// listed once, without walking the ports for every address.
+    pub(crate) fn each_ip(&self, f: &mut dyn FnMut(IpAddr)) {
+        if let Found::ClusterIp {
+            svc,
+            port,
+            protocol,
+        } = *self
+        {
+            let any = if svc.ports().is_empty() {
+                port.is_empty() && protocol.is_empty()
+            } else {
+                svc.ports().iter().any(|p| port_matches(port, protocol, p))
+            };
+            if any {
+                for ip in svc.cluster_ips() {
+                    f(host_ip(*ip));
+                }
+            }
+            return;
+        }
+        self.each(&mut |e| {
+            if let Host::Ip(ip) = e.host {
+                f(ip);
+            }
+        });
+    }
+}
+
 fn svc_target(svc: &Service) -> Target<'_> {
     Target {
         label: None,

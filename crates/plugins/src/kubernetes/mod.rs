@@ -206,16 +206,29 @@ impl<'q> Split<'q> {
     }
 }
 
+/// Splits `lower` (and `qname`, its original-case form) at `zone`.
 fn split<'q>(qname: &'q Name, lower: &'q Name, zone: &Name) -> Split<'q> {
+    split_at(qname, lower, zone_offset(lower, zone).unwrap_or(0))
+}
+
+/// Splits at `off`, where the zone starts in `lower`'s wire form (from
+/// [`zone_offset`]).
+fn split_at<'q>(qname: &'q Name, lower: &'q Name, off: usize) -> Split<'q> {
     let mut base: [&'q [u8]; MAX_BASE] = [&[]; MAX_BASE];
     let mut n = 0;
-    if let Some(labels) = lower.strip_suffix_labels(zone) {
-        for l in labels {
-            if let Some(slot) = base.get_mut(n) {
-                *slot = l;
-            }
-            n += 1;
+    let wire = lower.as_wire();
+    let mut pos = 0;
+    while pos < off {
+        let Some(&len) = wire.get(pos) else { break };
+        let end = pos + 1 + usize::from(len);
+        let Some(label) = wire.get(pos + 1..end) else {
+            break;
+        };
+        if let Some(slot) = base.get_mut(n) {
+            *slot = label;
         }
+        n += 1;
+        pos = end;
     }
     Split {
         qname,
@@ -225,13 +238,14 @@ fn split<'q>(qname: &'q Name, lower: &'q Name, zone: &Name) -> Split<'q> {
     }
 }
 
-/// `name` is `zone` or below it. Both are lowercase (the zones are
-/// lowercased at setup), so the bytes compare exactly, without the
-/// case-insensitive comparison of [`Name::ends_with`].
-fn under(name: &Name, zone: &Name) -> bool {
+/// Where `zone` starts in `name`'s wire form, if `name` is `zone` or below
+/// it. Both are lowercase (the zones are lowercased at setup), so the
+/// bytes compare exactly, without the case-insensitive comparison of
+/// [`Name::ends_with`].
+fn zone_offset(name: &Name, zone: &Name) -> Option<usize> {
     let (n, z) = (name.as_wire(), zone.as_wire());
     if !n.ends_with(z) {
-        return false;
+        return None;
     }
     // Label-aligned: the label lengths from the start land on the zone.
     let off = n.len() - z.len();
@@ -241,7 +255,7 @@ fn under(name: &Name, zone: &Name) -> bool {
     {
         pos += 1 + usize::from(len);
     }
-    pos == off
+    (pos == off).then_some(off)
 }
 
 fn is_reverse(lower: &Name) -> bool {
@@ -307,11 +321,12 @@ enum Chase {
 }
 
 impl Kubernetes {
-    fn zone_for(&self, lower: &Name) -> Option<&Name> {
+    /// The longest zone `lower` is in, and where it starts in `lower`.
+    fn zone_for(&self, lower: &Name) -> Option<(&Name, usize)> {
         self.zones
             .iter()
-            .filter(|z| under(lower, z))
-            .max_by_key(|z| z.len())
+            .filter_map(|z| Some((z, zone_offset(lower, z)?)))
+            .max_by_key(|(z, _)| z.len())
     }
 
     fn falls_through(&self, lower: &Name) -> bool {
@@ -626,11 +641,8 @@ impl Kubernetes {
                 return;
             };
             sc.ips.clear();
-            found.each(&mut |e| {
-                if let Host::Ip(ip) = e.host
-                    && family_of(qtype, ip)
-                    && sc.ips.insert(ip)
-                {
+            found.each_ip(&mut |ip| {
+                if family_of(qtype, ip) && sc.ips.insert(ip) {
                     let _ = b.push(Section::Answer, owner, Class::IN, self.ttl, &addr_rdata(ip));
                 }
             });
@@ -860,7 +872,7 @@ impl Kubernetes {
     /// outside the zone and the rest of the chain should resolve it.
     fn answer(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Result<Flow, Box<CnameChain>> {
         let lower = req.qname_lower();
-        let Some(zone) = self.zone_for(lower) else {
+        let Some((zone, off)) = self.zone_for(lower) else {
             return Ok(Flow::Next);
         };
         let qtype = req.qtype();
@@ -868,7 +880,7 @@ impl Kubernetes {
             w.write_error(req, Rcode::REFUSED);
             return Ok(Flow::Answered);
         }
-        let s = split(req.qname(), lower, zone);
+        let s = split_at(req.qname(), lower, off);
         let snap = self.snapshots.load();
         let plan = self.plan(&snap, &s, qtype);
         if let Plan::NameError = plan {
