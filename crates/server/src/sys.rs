@@ -249,13 +249,20 @@ fn addr_to_storage(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (unsafe { storage.assume_init() }, len as libc::socklen_t)
 }
 
-/// Registers a socket with the current runtime's reactor (for readable
-/// and writable readiness). Must run inside a runtime context.
+/// Registers a socket with the current runtime's reactor for readable
+/// readiness only. Must run inside a runtime context.
+///
+/// Only readable: with edge-triggered epoll, a socket registered for
+/// writable readiness raises an EPOLLOUT event after every send (the
+/// send buffer's space changes), which costs the worker an extra
+/// `epoll_wait` wake-up per batch for nothing. A full send buffer is
+/// rare for UDP and is waited out with short sleeps instead.
 pub(crate) fn register(
     s: socket2::Socket,
 ) -> io::Result<tokio::io::unix::AsyncFd<socket2::Socket>> {
     // SAFETY: the descriptor belongs to `s`, which the `AsyncFd` owns: it
     // stays open for as long as it is registered and is deregistered (on
     // drop) before it closes.
-    unsafe { tokio::io::unix::AsyncFd::register(s) }.map_err(io::Error::from)
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(s, tokio::io::Interest::READABLE) }
+        .map_err(io::Error::from)
 }

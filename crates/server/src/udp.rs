@@ -22,6 +22,11 @@ use crate::sys::{self, Batch};
 /// Datagrams per `recvmmsg`/`sendmmsg`.
 const BATCH: usize = 32;
 
+/// How long a worker waits before sending again into a full send buffer,
+/// and how many times it tries before dropping the batch's replies.
+const SEND_RETRY: Duration = Duration::from_millis(1);
+const SEND_RETRIES: u32 = 20;
+
 /// The running UDP side of one listener.
 pub(crate) struct UdpListener {
     tasks: Vec<JoinHandle<()>>,
@@ -165,13 +170,19 @@ async fn worker(sock: Arc<AsyncFd<Socket>>, local: SocketAddr, mux: Arc<ArcSwap<
         }
         drop(table);
         if !batch.tx_ready.is_empty() && batch.send(fd).is_err() {
-            // The send buffer is full: wait until it drains.
+            // The send buffer is full (the socket is registered for
+            // readable readiness only, see `sys::register`): retry after
+            // short sleeps, then give the replies up as a full queue
+            // would.
+            let mut tries = 0;
             loop {
-                let Ok(mut g) = sock.writable().await else {
-                    batch.drop_pending();
+                tokio::time::sleep(SEND_RETRY).await;
+                tries += 1;
+                if batch.send(fd).is_ok() {
                     break;
-                };
-                if g.try_io(|_| batch.send(fd)).is_ok() {
+                }
+                if tries == SEND_RETRIES {
+                    batch.drop_pending();
                     break;
                 }
             }

@@ -6,6 +6,7 @@ mod pipe;
 mod proxy;
 mod setup;
 mod tls;
+mod udp;
 
 use std::collections::HashMap;
 use std::io;

@@ -12,13 +12,14 @@ use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries};
 use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rtype};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
 use super::pipe::{Pipe, PipeError};
+use super::udp::UpstreamUdp;
 
 /// Dial timeout for TCP.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -87,7 +88,7 @@ impl From<io::Error> for ConnectError {
 /// A connected UDP socket and its buffers (kept with it so a query
 /// neither zeroes 64 KiB nor allocates to send).
 struct UdpConn {
-    sock: UdpSocket,
+    sock: UpstreamUdp,
     buf: Box<[u8]>,
     out: Vec<u8>,
 }
@@ -268,10 +269,8 @@ impl Proxy {
         }
     }
 
-    async fn dial_udp(&self) -> io::Result<UdpSocket> {
-        let s = UdpSocket::bind(self.bind_addr()).await?;
-        s.connect(self.addr).await?;
-        Ok(s)
+    async fn dial_udp(&self) -> io::Result<UpstreamUdp> {
+        UpstreamUdp::connect(self.bind_addr(), self.addr)
     }
 
     async fn dial_tcp(&self) -> io::Result<TcpStream> {
@@ -364,7 +363,7 @@ impl Proxy {
         let r = tokio::time::timeout_at(until.min(read), exchange).await;
         // The local address only names the socket in an error message:
         // asked for then, not per query.
-        let local = |sock: &UdpSocket| sock.local_addr().ok();
+        let local = |sock: &UpstreamUdp| sock.local_addr();
         let n = match r {
             Ok(Ok(n)) => n,
             Ok(Err((op, e))) => return Err(go_err(op, "udp", local(sock), self.addr, e).into()),
@@ -378,9 +377,7 @@ impl Proxy {
         // follow; it raises its own event): forget the readiness that
         // would make the next query on this socket start with a recv that
         // only says EAGAIN.
-        let _ = sock.try_io(tokio::io::Interest::READABLE, || {
-            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-        });
+        sock.forget_readiness();
         let reply = buf[..n].to_vec();
         self.give_back(&self.udp, conn);
         Ok(reply)
