@@ -102,7 +102,7 @@ pub use model::{
     AddressType, Conditions, Endpoint, EndpointSlice, Namespace, ObjKey, Pod, Port, Protocol,
     Service, ServiceKind,
 };
-pub use ratelimit::{ClientLimits, DEFAULT_BURST, DEFAULT_QPS, RateLimit};
+pub use ratelimit::{ClientLimits, DEFAULT_BURST, DEFAULT_QPS, RateLimit, RequestObserver};
 pub use snapshot::{Counts, ReverseHit, ServiceEndpoints, Snapshot, Snapshots};
 pub use watch::{ClientSource, TlsFiles, Watch, WatchConfig};
 

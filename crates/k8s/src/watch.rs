@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 use crate::error::Error;
 use crate::hooks::{IndexHooks, Kind};
 use crate::index::{Index, IndexedObject, Scope};
-use crate::ratelimit::{ClientLimits, LimitLayer};
+use crate::ratelimit::{ClientLimits, LimitLayer, Observer, RequestObserver, url_host};
 use crate::snapshot::Snapshots;
 
 /// Client certificate, key and CA files for an explicit `endpoint` (`tls CERT KEY CACERT`).
@@ -153,12 +153,26 @@ impl ClientSource {
 
     /// A client for this source whose requests obey `limits` (see [`ClientLimits`]).
     pub async fn client_with(&self, limits: &ClientLimits) -> Result<kube::Client, Error> {
+        self.client_observed(limits, None).await
+    }
+
+    /// A client for this source whose requests obey `limits` and, if given, are reported to
+    /// `observer` (see [`RequestObserver`]) with the API server's `host[:port]` as the host.
+    pub async fn client_observed(
+        &self,
+        limits: &ClientLimits,
+        observer: Option<Arc<dyn RequestObserver>>,
+    ) -> Result<kube::Client, Error> {
         let config = self.config().await?;
-        if limits.is_none() {
+        if limits.is_none() && observer.is_none() {
             return Ok(kube::Client::try_from(config)?);
         }
+        let mut layer = LimitLayer::new(limits);
+        if let Some(sink) = observer {
+            layer = layer.observed(Observer::new(sink, url_host(&config.cluster_url)));
+        }
         Ok(kube::client::ClientBuilder::try_from(config)?
-            .with_layer(&LimitLayer::new(limits))
+            .with_layer(&layer)
             .build())
     }
 }

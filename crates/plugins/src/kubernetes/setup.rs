@@ -8,13 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
-use clusterdns_k8s::{ClientLimits, ClientSource, Index, TlsFiles, Watch, WatchConfig, yaml};
+use clusterdns_k8s::{
+    ClientLimits, ClientSource, Index, RequestObserver, TlsFiles, Watch, WatchConfig, yaml,
+};
 use clusterdns_plugin::{ChainTail, SetupCtx};
 use clusterdns_wire::Name;
 use parking_lot::Mutex;
 
 use super::lookup::{LookupOpts, PodMode};
-use super::metrics::MetricsHooks;
+use super::metrics::{ClientMetrics, MetricsHooks};
 use super::{Kubernetes, NAME};
 
 /// Default `ttl`.
@@ -392,7 +394,11 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         pods: o.pods == PodMode::Verified,
         ..WatchConfig::default()
     };
-    let limits = ClientLimits::coredns(o.qps, o.burst, o.max_inflight);
+    let client = ClientSpec {
+        source,
+        limits: ClientLimits::coredns(o.qps, o.burst, o.max_inflight),
+        observer: Arc::new(ClientMetrics::new(&ctx.shared.metrics)),
+    };
     let slot: Arc<Mutex<Option<Watch>>> = Arc::default();
     let pending = Arc::new(Mutex::new(Some(index)));
     let start_slot = slot.clone();
@@ -402,15 +408,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
             .lock()
             .take()
             .ok_or("plugin/kubernetes: started twice")?;
-        start(
-            source,
-            &limits,
-            config,
-            index,
-            &start_slot,
-            snapshots,
-            timeout,
-        )
+        start(&client, config, index, &start_slot, snapshots, timeout)
     }));
     ctx.shared.on_shutdown.push(Box::new(move || {
         if let Some(w) = slot.lock().take() {
@@ -421,11 +419,17 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
     Ok(())
 }
 
+/// How to build the API client: where, with which limits, reporting to which metrics.
+struct ClientSpec {
+    source: ClientSource,
+    limits: ClientLimits,
+    observer: Arc<dyn RequestObserver>,
+}
+
 /// Builds the client, starts the watch, and waits up to `timeout` for the
 /// first sync (CoreDNS `onStart`), logging as CoreDNS does.
 fn start(
-    source: ClientSource,
-    limits: &ClientLimits,
+    client: &ClientSpec,
     config: WatchConfig,
     index: Index,
     slot: &Mutex<Option<Watch>>,
@@ -435,8 +439,11 @@ fn start(
     let rt = tokio::runtime::Handle::try_current()
         .map_err(|_| "plugin/kubernetes: no runtime to run the watch on".to_string())?;
     let multi = rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    let connect = client
+        .source
+        .client_observed(&client.limits, Some(client.observer.clone()));
     let client = if multi {
-        tokio::task::block_in_place(|| rt.block_on(source.client_with(limits)))
+        tokio::task::block_in_place(|| rt.block_on(connect))
     } else {
         return Err("plugin/kubernetes: needs a multi-threaded runtime".to_string());
     }
