@@ -339,10 +339,9 @@ impl Namespace {
 /// Hashes `s` so that strings equal ignoring ASCII case hash the same, without allocating:
 /// eight bytes at a time with bit 5 set in every byte (which maps `A`–`Z` onto `a`–`z`; the
 /// few other bytes it merges only cost a comparison), folded into one word handed to `state`.
-pub(crate) fn hash_lower<H: Hasher>(s: &str, state: &mut H) {
+pub(crate) fn hash_lower<H: Hasher>(bytes: &[u8], state: &mut H) {
     const CASE: u64 = 0x2020_2020_2020_2020;
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let bytes = s.as_bytes();
     let mut h = bytes.len() as u64;
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
@@ -361,7 +360,7 @@ pub(crate) fn hash_lower<H: Hasher>(s: &str, state: &mut H) {
 
 /// `a` and `b` are equal ignoring ASCII case; exact equality (the usual case: API names are
 /// lowercase, query names are lowercased) is checked first, with a plain comparison.
-pub(crate) fn eq_lower(a: &str, b: &str) -> bool {
+pub(crate) fn eq_lower(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && (a == b || a.eq_ignore_ascii_case(b))
 }
 
@@ -434,14 +433,37 @@ pub(crate) struct KeyRef<'a> {
 
 impl Hash for KeyRef<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_lower(self.namespace.as_bytes(), state);
+        hash_lower(self.name.as_bytes(), state);
+    }
+}
+
+/// A borrowed lookup key for [`ObjKey`] maps from raw bytes (DNS labels, which need not be
+/// UTF-8); hashes exactly as [`KeyRef`] does.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyBytes<'a> {
+    pub(crate) namespace: &'a [u8],
+    pub(crate) name: &'a [u8],
+}
+
+impl Hash for KeyBytes<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
         hash_lower(self.namespace, state);
         hash_lower(self.name, state);
     }
 }
 
+impl Equivalent<ObjKey> for KeyBytes<'_> {
+    fn equivalent(&self, key: &ObjKey) -> bool {
+        eq_lower(self.name, key.name.as_bytes())
+            && eq_lower(self.namespace, key.namespace.as_bytes())
+    }
+}
+
 impl Equivalent<ObjKey> for KeyRef<'_> {
     fn equivalent(&self, key: &ObjKey) -> bool {
-        eq_lower(self.name, &key.name) && eq_lower(self.namespace, &key.namespace)
+        eq_lower(self.name.as_bytes(), key.name.as_bytes())
+            && eq_lower(self.namespace.as_bytes(), key.namespace.as_bytes())
     }
 }
 
@@ -451,7 +473,7 @@ pub(crate) struct NameKey(pub(crate) Arc<str>);
 
 impl PartialEq for NameKey {
     fn eq(&self, other: &Self) -> bool {
-        eq_lower(&self.0, &other.0)
+        eq_lower(self.0.as_bytes(), other.0.as_bytes())
     }
 }
 impl Eq for NameKey {}
@@ -467,12 +489,27 @@ pub(crate) struct NameRef<'a>(pub(crate) &'a str);
 
 impl Hash for NameRef<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        hash_lower(self.0, state);
+        hash_lower(self.0.as_bytes(), state);
     }
 }
 impl Equivalent<NameKey> for NameRef<'_> {
     fn equivalent(&self, key: &NameKey) -> bool {
-        eq_lower(self.0, &key.0)
+        eq_lower(self.0.as_bytes(), key.0.as_bytes())
+    }
+}
+
+/// A borrowed lookup key for [`NameKey`] maps from raw bytes; hashes as [`NameRef`] does.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NameBytes<'a>(pub(crate) &'a [u8]);
+
+impl Hash for NameBytes<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_lower(self.0, state);
+    }
+}
+impl Equivalent<NameKey> for NameBytes<'_> {
+    fn equivalent(&self, key: &NameKey) -> bool {
+        eq_lower(self.0, key.0.as_bytes())
     }
 }
 
@@ -532,7 +569,7 @@ mod tests {
             }
             .equivalent(&ObjKey::new(&Arc::from("ns"), &Arc::from("svc2")))
         );
-        assert!(!eq_lower("a@", "a`"));
-        assert!(eq_lower("AbC", "aBc"));
+        assert!(!eq_lower(b"a@", b"a`"));
+        assert!(eq_lower(b"AbC", b"aBc"));
     }
 }

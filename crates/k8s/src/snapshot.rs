@@ -14,7 +14,8 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::model::{
-    Endpoint, EndpointSlice, KeyRef, NameKey, NameRef, Namespace, ObjKey, Pod, Service,
+    Endpoint, EndpointSlice, KeyBytes, KeyRef, NameBytes, NameKey, NameRef, Namespace, ObjKey, Pod,
+    Service,
 };
 use crate::shard::ShardMap;
 
@@ -169,6 +170,14 @@ impl Snapshot {
         self.services.get(&KeyRef { namespace, name }).map(|s| &**s)
     }
 
+    /// [`service`](Self::service) with the names as bytes (DNS labels, no UTF-8 check
+    /// needed): bytes that are not UTF-8 name no service.
+    pub fn service_bytes(&self, namespace: &[u8], name: &[u8]) -> Option<&Service> {
+        self.services
+            .get(&KeyBytes { namespace, name })
+            .map(|s| &**s)
+    }
+
     /// Every service, in no particular order.
     pub fn services(&self) -> impl Iterator<Item = &Service> {
         self.services.values().map(|s| &**s)
@@ -241,6 +250,12 @@ impl Snapshot {
     /// The namespace `name`, ASCII case ignored.
     pub fn namespace(&self, name: &str) -> Option<&Namespace> {
         self.namespaces.get(&NameRef(name)).map(|n| &**n)
+    }
+
+    /// [`namespace`](Self::namespace) with the name as bytes (see
+    /// [`service_bytes`](Self::service_bytes)).
+    pub fn namespace_bytes(&self, name: &[u8]) -> Option<&Namespace> {
+        self.namespaces.get(&NameBytes(name)).map(|n| &**n)
     }
 
     /// Every namespace, in no particular order.
