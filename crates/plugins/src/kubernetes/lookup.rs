@@ -220,8 +220,9 @@ pub(crate) struct Target<'s> {
 }
 
 impl Target<'_> {
-    /// The target name under `zone` (labels in the query's case).
-    pub(crate) fn name<'z>(&self, zone: impl Iterator<Item = &'z [u8]>) -> Option<Name> {
+    /// The target name under `zone`, the zone's uncompressed wire form
+    /// (root label included) in the query's case.
+    pub(crate) fn name(&self, zone: &[u8]) -> Option<Name> {
         let mut buf = [0u8; 64];
         let label: &[u8] = match &self.label {
             Some(l) => l.write(&mut buf),
@@ -229,25 +230,20 @@ impl Target<'_> {
         };
         let mut out = [0u8; 255];
         let mut len = 0;
-        let mut put = |l: &[u8]| -> Option<()> {
-            if l.len() > 63 || len + 1 + l.len() >= 255 {
+        for l in [label, self.name, self.namespace, self.kind] {
+            if l.is_empty() {
+                continue;
+            }
+            // Room is left for at least the root label.
+            if l.len() > 63 || len + 1 + l.len() >= out.len() {
                 return None;
             }
             out[len] = l.len() as u8;
             out[len + 1..len + 1 + l.len()].copy_from_slice(l);
             len += 1 + l.len();
-            Some(())
-        };
-        for l in [label, self.name, self.namespace, self.kind] {
-            if !l.is_empty() {
-                put(l)?;
-            }
         }
-        for l in zone {
-            put(l)?;
-        }
-        out[len] = 0;
-        Name::from_uncompressed(&out[..=len]).ok()
+        out.get_mut(len..len + zone.len())?.copy_from_slice(zone);
+        Name::from_uncompressed(&out[..len + zone.len()]).ok()
     }
 
     /// Whether two targets are the same name (for de-duplication).
@@ -344,7 +340,7 @@ impl LookupOpts {
         if !snap.namespaces_watched() {
             return true;
         }
-        as_str(ns).is_some_and(|ns| snap.namespace(ns).is_some())
+        snap.namespace_bytes(ns).is_some()
     }
 
     /// CoreDNS `Records` for the parsed name. `reverse`: the query name is
@@ -403,10 +399,7 @@ impl LookupOpts {
         if r.service.is_empty() {
             return Records::Empty;
         }
-        let (Some(ns), Some(name)) = (as_str(r.namespace), as_str(r.service)) else {
-            return Records::NameError;
-        };
-        let Some(svc) = snap.service(ns, name) else {
+        let Some(svc) = snap.service_bytes(r.namespace, r.service) else {
             return Records::NameError;
         };
         // Looked up only when needed: a ClusterIP name does not use them.

@@ -164,6 +164,10 @@ enum Plan<'s, 'q> {
 /// NXDOMAIN-class whatever its labels, so only this many are kept.
 const MAX_BASE: usize = 5;
 
+/// `ns.dns.` in wire form without the root label: the apex NS and SOA
+/// MNAME are this under the zone.
+const NS_DNS: &[u8] = b"\x02ns\x03dns";
+
 /// The query name split at the matched zone.
 struct Split<'q> {
     /// Original case.
@@ -174,6 +178,8 @@ struct Split<'q> {
     base: [&'q [u8]; MAX_BASE],
     /// How many labels are left of the zone (at most 127 on the wire).
     n: usize,
+    /// Where the zone starts in the wire form of `qname` (and `lower`).
+    off: usize,
 }
 
 impl<'q> Split<'q> {
@@ -194,9 +200,23 @@ impl<'q> Split<'q> {
     fn zone_labels(&self) -> impl Iterator<Item = &'q [u8]> + use<'q> {
         self.qname.labels().skip(self.n)
     }
+    /// The zone's uncompressed wire form, in the query's case.
+    fn zone_wire(&self) -> &'q [u8] {
+        let wire: &'q [u8] = self.qname.as_wire();
+        wire.get(self.off..).unwrap_or(&[0])
+    }
     /// The zone as the client spelled it.
     fn zone_name(&self) -> Name {
-        Name::from_labels(self.zone_labels()).unwrap_or_else(|_| Name::root())
+        Name::from_uncompressed(self.zone_wire()).unwrap_or_else(|_| Name::root())
+    }
+    /// `prefix` (labels in wire form, no root label) followed by the zone.
+    fn under_zone(&self, prefix: &[u8]) -> Option<Name> {
+        let zone = self.zone_wire();
+        let mut buf = [0u8; 255];
+        let len = prefix.len() + zone.len();
+        buf.get_mut(..prefix.len())?.copy_from_slice(prefix);
+        buf.get_mut(prefix.len()..len)?.copy_from_slice(zone);
+        Name::from_uncompressed(&buf[..len]).ok()
     }
     /// The zone part of the query is all lowercase (CoreDNS compares the
     /// lowercased name with the query-cased zone in a few places).
@@ -235,6 +255,7 @@ fn split_at<'q>(qname: &'q Name, lower: &'q Name, off: usize) -> Split<'q> {
         lower,
         base,
         n,
+        off: pos,
     }
 }
 
@@ -249,27 +270,32 @@ fn zone_offset(name: &Name, zone: &Name) -> Option<usize> {
     }
     // Label-aligned: the label lengths from the start land on the zone.
     let off = n.len() - z.len();
+    at_label(n, off).then_some(off)
+}
+
+fn is_reverse(lower: &Name) -> bool {
+    // `<at least one label>.in-addr.arpa.` or `<...>.ip6.arpa.`, lowercase.
+    let w = lower.as_wire();
+    let tail = if w.ends_with(b"\x07in-addr\x04arpa\x00") {
+        14
+    } else if w.ends_with(b"\x03ip6\x04arpa\x00") {
+        10
+    } else {
+        return false;
+    };
+    let off = w.len() - tail;
+    off > 0 && at_label(w, off)
+}
+
+/// A label starts at `off` in the uncompressed wire form `w`.
+fn at_label(w: &[u8], off: usize) -> bool {
     let mut pos = 0;
-    while let Some(&len) = n.get(pos)
+    while let Some(&len) = w.get(pos)
         && pos < off
     {
         pos += 1 + usize::from(len);
     }
-    (pos == off).then_some(off)
-}
-
-fn is_reverse(lower: &Name) -> bool {
-    // Cheap rejection first: the last label of a reverse name is `arpa`.
-    if !lower.as_wire().ends_with(b"\x04arpa\x00") {
-        return false;
-    }
-    let c = lower.label_count();
-    let mut it = lower.labels().skip(c.saturating_sub(2));
-    c >= 3
-        && matches!(
-            (it.next(), it.next()),
-            (Some(b"in-addr" | b"ip6"), Some(b"arpa"))
-        )
+    pos == off
 }
 
 /// CoreDNS's `Services` result for one name and type.
@@ -413,7 +439,6 @@ impl Kubernetes {
         let exposed = |ns: &str| {
             self.opts.namespaces.is_empty() || self.opts.namespace_exposed(snap, ns.as_bytes())
         };
-        let hits = snap.reverse(ip);
         for hit in snap.reverse(ip) {
             if let ReverseHit::Service(svc) = hit
                 && exposed(svc.namespace())
@@ -441,7 +466,7 @@ impl Kubernetes {
             }),
             _ => None,
         };
-        for (i, hit) in hits.enumerate() {
+        for (i, hit) in snap.reverse(ip).enumerate() {
             if let Some(t) = target(hit) {
                 let dup = snap
                     .reverse(ip)
@@ -505,10 +530,8 @@ impl Kubernetes {
 
     fn ns_name(&self, n: NsName<'_>, s: &Split<'_>) -> Option<Name> {
         match n {
-            NsName::Default => {
-                Name::from_labels([&b"ns"[..], b"dns"].into_iter().chain(s.zone_labels())).ok()
-            }
-            NsName::Svc(t) => t.name(s.zone_labels()),
+            NsName::Default => s.under_zone(NS_DNS),
+            NsName::Svc(t) => t.name(s.zone_wire()),
         }
     }
 
@@ -685,7 +708,7 @@ impl Kubernetes {
                 {
                     return Some(*n);
                 }
-                let n = t.name(s.zone_labels())?;
+                let n = t.name(s.zone_wire())?;
                 last = Some((*key, n));
                 Some(n)
             };
@@ -738,9 +761,8 @@ impl Kubernetes {
         s: &Split<'_>,
     ) {
         let zone = s.zone_name();
-        let mname = Name::from_labels([&b"ns"[..], b"dns"].into_iter().chain(s.zone_labels()));
-        let rname = zone.prepend_label(b"hostmaster");
-        let (Ok(mname), Ok(rname)) = (mname, rname) else {
+        let (Some(mname), Some(rname)) = (s.under_zone(NS_DNS), s.under_zone(b"\x0ahostmaster"))
+        else {
             return;
         };
         let rd = RData::Soa {
@@ -812,7 +834,7 @@ impl Kubernetes {
             Plan::Srv(f) => self.push_srv(b, s, f),
             Plan::Ptr(ip) => {
                 self.ptr_targets(snap, *ip, &mut |t| {
-                    if let Some(name) = t.name(self.primary.labels()) {
+                    if let Some(name) = t.name(self.primary.as_wire()) {
                         let _ = b.push(
                             Section::Answer,
                             s.qname,

@@ -885,3 +885,68 @@ spec: {{type: ClusterIP}}
     );
     check(&p, &n("noports.odd.svc"), Rtype::A, OK, &[]);
 }
+
+#[test]
+fn name_splitting_helpers() {
+    use clusterdns_wire::Name;
+
+    use super::{is_reverse, split, split_at, zone_offset};
+
+    let name = |s: &str| Name::from_ascii(s).unwrap();
+    let zone = name("cluster.local.");
+    // Exact, label-aligned suffixes only.
+    assert_eq!(zone_offset(&name("a.b.cluster.local."), &zone), Some(4));
+    assert_eq!(zone_offset(&name("cluster.local."), &zone), Some(0));
+    assert_eq!(zone_offset(&name("xcluster.local."), &zone), None);
+    assert_eq!(zone_offset(&name("local."), &zone), None);
+    // A label whose bytes end like the zone's wire form is not the zone.
+    let tricky = Name::from_labels([&b"a\x07cluster\x05local"[..]]).unwrap();
+    assert_eq!(
+        zone_offset(&tricky, &Name::from_ascii("cluster.local").unwrap()),
+        None
+    );
+
+    // Only the first MAX_BASE labels are kept; the count is exact.
+    let long = name("a.b.c.d.e.f.g.cluster.local.");
+    let s = split(&long, &long, &zone);
+    assert_eq!(s.n, 7);
+    assert!(s.base().is_none());
+    assert!(s.parsed().is_err());
+    assert_eq!(s.zone_wire(), zone.as_wire());
+    assert_eq!(
+        s.under_zone(super::NS_DNS),
+        Some(name("ns.dns.cluster.local."))
+    );
+    let short = name("svc1.kplug.svc.cluster.local.");
+    let s = split_at(&short, &short, zone_offset(&short, &zone).unwrap());
+    assert_eq!(s.base(), Some(&[&b"svc1"[..], b"kplug", b"svc"][..]));
+
+    assert!(is_reverse(&name("1.0.0.10.in-addr.arpa.")));
+    assert!(is_reverse(&name("1.ip6.arpa.")));
+    assert!(!is_reverse(&name("in-addr.arpa.")));
+    assert!(!is_reverse(&name("ip6.arpa.")));
+    assert!(!is_reverse(&name("x.arpa.")));
+    assert!(!is_reverse(&name("x.in-addr.arpa.example.")));
+    let tricky = Name::from_labels([&b"x\x07in-addr"[..], b"arpa"]).unwrap();
+    assert!(!is_reverse(&tricky));
+}
+
+/// Names too long for the grammar, and ports listed per protocol, on the
+/// paths the profile-driven shortcuts took.
+#[test]
+fn long_names_and_repeated_addresses() {
+    let p = plugins("");
+    check(&p, &n("a.b.c.svc1.kplug.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("a.b.c.d.e.f.g.h.svc1.kplug.svc"), Rtype::A, NX, &[]);
+    check(&p, &n("x.a.b.c.d.e.f.g.h.ns.dns"), Rtype::A, NX, &[]);
+    // svc1 has two ports (http/TCP, dns/UDP): its address once, for the
+    // port given or any port.
+    check(
+        &p,
+        &n("_dns._udp.svc1.kplug.svc"),
+        Rtype::A,
+        OK,
+        &["_dns._udp.svc1.kplug.svc.cluster.local.\t5\tIN\tA\t10.96.77.1"],
+    );
+    check(&p, &n("_dns._tcp.svc1.kplug.svc"), Rtype::A, NX, &[]);
+}
