@@ -23,12 +23,22 @@ pub(crate) struct Batch {
     pub tx_ready: Vec<usize>,
     /// How many of `tx_ready` were sent by an interrupted [`Batch::send`].
     tx_done: usize,
+    /// Receive headers and their iovecs: point at `rx` and `addrs`.
+    rx_iov: Vec<libc::iovec>,
+    rx_hdrs: Vec<libc::mmsghdr>,
+    /// How many receive headers, from the first, the kernel may have
+    /// changed since they were last set (the last batch's count).
+    rx_dirty: usize,
+    /// Send headers and their iovecs, rewritten for every send.
     iov: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
 }
 
-// SAFETY: the raw pointers inside `iov` and `hdrs` only ever point into
-// this struct's own vectors and are rewritten before every syscall.
+// SAFETY: the raw pointers inside the iovecs and headers only ever point
+// into this struct's own heap buffers (allocated once, never resized, so
+// they stay put when the struct moves); send headers are rewritten before
+// every send, receive headers before first use and after the kernel
+// changed them.
 unsafe impl Send for Batch {}
 
 impl Batch {
@@ -50,6 +60,9 @@ impl Batch {
             tx: (0..n).map(|_| Vec::with_capacity(RX_SIZE)).collect(),
             tx_ready: Vec::with_capacity(n),
             tx_done: 0,
+            rx_iov: vec![zero_iov; n],
+            rx_hdrs: vec![zero_hdr; n],
+            rx_dirty: n,
             iov: vec![zero_iov; n],
             hdrs: vec![zero_hdr; n],
         }
@@ -67,38 +80,45 @@ impl Batch {
     /// length 0.
     pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         let n = self.len();
-        for i in 0..n {
-            self.iov[i] = libc::iovec {
+        // Only the headers the last batch used were changed by the kernel
+        // (name length, flags, control length, message length); the
+        // buffers they point at never move (allocated once, never resized).
+        for i in 0..self.rx_dirty {
+            self.rx_iov[i] = libc::iovec {
                 iov_base: self.rx[i].as_mut_ptr().cast(),
                 iov_len: RX_SIZE,
             };
-            let h = &mut self.hdrs[i].msg_hdr;
+            let h = &mut self.rx_hdrs[i].msg_hdr;
             h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
             h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_iov = &mut self.iov[i];
+            h.msg_iov = &mut self.rx_iov[i];
             h.msg_iovlen = 1;
             h.msg_control = std::ptr::null_mut();
             h.msg_controllen = 0;
             h.msg_flags = 0;
-            self.hdrs[i].msg_len = 0;
+            self.rx_hdrs[i].msg_len = 0;
         }
+        self.rx_dirty = 0;
         // SAFETY: every header points at live buffers of this batch with
         // their true lengths; the kernel writes at most those lengths.
         let got = unsafe {
             libc::recvmmsg(
                 fd,
-                self.hdrs.as_mut_ptr(),
+                self.rx_hdrs.as_mut_ptr(),
                 n as libc::c_uint,
                 libc::MSG_WAITFORONE,
                 std::ptr::null_mut(),
             )
         };
         if got < 0 {
+            // The kernel may have written into headers before failing.
+            self.rx_dirty = n;
             return Err(io::Error::last_os_error());
         }
-        let got = got as usize;
+        let got = (got as usize).min(n);
+        self.rx_dirty = got;
         for i in 0..got {
-            let h = &self.hdrs[i];
+            let h = &self.rx_hdrs[i];
             self.addr_len[i] = h.msg_hdr.msg_namelen;
             self.rx_len[i] = if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 0
