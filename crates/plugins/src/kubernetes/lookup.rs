@@ -84,7 +84,11 @@ fn matches(query: &[u8], value: &[u8]) -> bool {
     // The query is lowercase and so are API port names: the exact
     // comparison usually decides.
     query.is_empty()
-        || (query.len() == value.len() && (query == value || query.eq_ignore_ascii_case(value)))
+        || (query.len() == value.len()
+            && query
+                .iter()
+                .zip(value)
+                .all(|(q, v)| q == v || q.eq_ignore_ascii_case(v)))
 }
 
 /// The protocol's name in lowercase, as query labels are.
@@ -627,6 +631,30 @@ impl<'s, 'q: 's> Found<'s, 'q> {
 }
 
 impl<'s, 'q: 's> Found<'s, 'q> {
+    /// How many entries [`each`](Self::each) yields (a ClusterIP
+    /// service's are counted without walking them).
+    pub(crate) fn count(&self) -> usize {
+        if let Found::ClusterIp {
+            svc,
+            port,
+            protocol,
+        } = *self
+        {
+            let ports = if svc.ports().is_empty() {
+                usize::from(port.is_empty() && protocol.is_empty())
+            } else {
+                svc.ports()
+                    .iter()
+                    .filter(|p| port_matches(port, protocol, p))
+                    .count()
+            };
+            return ports * svc.cluster_ips().len();
+        }
+        let mut n = 0;
+        self.each(&mut |_| n += 1);
+        n
+    }
+
     /// The address of every entry of [`each`](Self::each) (repeats
     /// included), in the same order of first appearance. A ClusterIP
     /// service's addresses are the same for each matching port: they are

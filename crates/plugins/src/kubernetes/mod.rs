@@ -152,7 +152,12 @@ enum Plan<'s, 'q> {
     /// SRV records of `Found`.
     Srv(Found<'s, 'q>),
     /// PTR for an address.
-    Ptr(IpAddr),
+    /// PTR for an address; `only`: its single target, when there is
+    /// just one (found while planning; no second lookup to write it).
+    Ptr {
+        ip: IpAddr,
+        only: Option<Target<'s>>,
+    },
     /// SOA at the apex.
     Soa,
     /// NS at the apex.
@@ -405,9 +410,16 @@ impl Kubernetes {
                 if is_reverse(s.lower)
                     && let Some(ip) = parse_reverse(s.lower)
                 {
-                    let mut any = false;
-                    self.ptr_targets(snap, ip, &mut |_| any = true);
-                    return if any { Plan::Ptr(ip) } else { Plan::NameError };
+                    let (mut n, mut first) = (0usize, None);
+                    self.ptr_targets(snap, ip, &mut |t| {
+                        n += 1;
+                        first.get_or_insert(t);
+                    });
+                    return match n {
+                        0 => Plan::NameError,
+                        1 => Plan::Ptr { ip, only: first },
+                        _ => Plan::Ptr { ip, only: None },
+                    };
                 }
                 match self.opts.records(snap, s.parsed(), is_reverse(s.lower)) {
                     Records::NameError => Plan::NameError,
@@ -688,8 +700,7 @@ impl Kubernetes {
     }
 
     fn push_srv(&self, b: &mut MessageBuilder<'_>, s: &Split<'_>, found: &Found<'_, '_>) {
-        let mut n = 0u32;
-        found.each(&mut |_| n += 1);
+        let n = u32::try_from(found.count()).unwrap_or(u32::MAX);
         // CoreDNS: 100 / (100 × N) × 100, floored, at least 1.
         let w = (100.0 / (100.0 * f64::from(n.max(1))) * 100.0).floor();
         let weight = if w < 1.0 { 1 } else { w as u16 };
@@ -832,8 +843,8 @@ impl Kubernetes {
                 }
             }
             Plan::Srv(f) => self.push_srv(b, s, f),
-            Plan::Ptr(ip) => {
-                self.ptr_targets(snap, *ip, &mut |t| {
+            Plan::Ptr { ip, only } => {
+                let mut push = |t: Target<'_>| {
                     if let Some(name) = t.name(self.primary.as_wire()) {
                         let _ = b.push(
                             Section::Answer,
@@ -843,7 +854,11 @@ impl Kubernetes {
                             &RData::Ptr(&name),
                         );
                     }
-                });
+                };
+                match only {
+                    Some(t) => push(*t),
+                    None => self.ptr_targets(snap, *ip, &mut push),
+                }
             }
             Plan::Soa => self.push_soa(b, Section::Answer, snap, s),
             Plan::Ns => self.push_ns(b, snap, s),
