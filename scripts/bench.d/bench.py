@@ -120,9 +120,14 @@ def free_port() -> int:
 
 
 def cpu_ticks(pid: int) -> int:
+    return sum(cpu_split(pid))
+
+
+def cpu_split(pid: int) -> tuple:
+    """(utime, stime) of a process, in ticks (fields 14 and 15)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         rest = f.read().rsplit(")", 1)[1].split()
-    return int(rest[11]) + int(rest[12])  # utime + stime (fields 14, 15)
+    return int(rest[11]), int(rest[12])
 
 
 def status_mib(pid: int, key: str) -> float | None:
@@ -603,9 +608,10 @@ def measure_once(ctx: Ctx, sc: Scenario, server: str) -> dict:
             raise RuntimeError(f"{server} not serving {sc.name}: {why}: {last_log_line(ctx, server)}")
         dnsperf(port, sc.warm_file, 2 if sc.warm_passes is None else 30, qps=20000,
                 passes=sc.warm_passes)
-        t0 = cpu_ticks(p.pid)
+        u0, k0 = cpu_split(p.pid)
         fixed = dnsperf(port, sc.fixed_file, ctx.fixed_dur, qps=sc.offered, verbose=True)
-        t1 = cpu_ticks(p.pid)
+        u1, k1 = cpu_split(p.pid)
+        t0, t1 = u0 + k0, u1 + k1
         mx = dnsperf(port, sc.max_file, ctx.max_dur)
         rss = rss_mib(p.pid)
         if p.poll() is not None:
@@ -614,13 +620,17 @@ def measure_once(ctx: Ctx, sc: Scenario, server: str) -> dict:
         stop(p)
     done = fixed.get("completed") or 0
     cpu_us = (t1 - t0) * 1e6 / CLK_TCK / done if done else None
+    # The kernel's share (stime): the part no user-space work can remove.
+    sys_us = (k1 - k0) * 1e6 / CLK_TCK / done if done else None
     r = {"load1": load, "qps": mx.get("qps"), "cpu_us_per_query": cpu_us,
+         "sys_us_per_query": sys_us,
          "p50_us": fixed.get("p50_us"), "p99_us": fixed.get("p99_us"), "rss_mib": rss,
          "fixed_qps": fixed.get("qps"), "fixed_lost_pct": fixed.get("lost_pct"),
          "max_lost_pct": mx.get("lost_pct"), "cpu_ticks": t1 - t0,
          "fixed_rcodes": fixed.get("rcodes"), "max_rcodes": mx.get("rcodes"),
          "fixed_cmd": fixed["cmd"], "max_cmd": mx["cmd"]}
-    log(f"  {sc.name}/{server}: max {fmt(r['qps'], 0)} q/s, {fmt(cpu_us, 2)} us/q at "
+    log(f"  {sc.name}/{server}: max {fmt(r['qps'], 0)} q/s, {fmt(cpu_us, 2)} us/q "
+        f"({fmt(sys_us, 2)} in the kernel) at "
         f"{fmt(r['fixed_qps'], 0)} q/s, p50 {fmt(r['p50_us'], 0)} us, p99 {fmt(r['p99_us'], 0)} us, "
         f"RSS {fmt(rss, 1)} MiB, lost {fmt(r['fixed_lost_pct'], 2)}%/{fmt(r['max_lost_pct'], 2)}%")
     return r
@@ -687,8 +697,8 @@ def run_dnsperf_scenario(ctx: Ctx, name: str) -> list[dict]:
                 rows.append(row(name, s, status="failed", reason=errors.get(s)))
                 continue
             agg = {k: median([r[k] for r in rs]) for k in
-                   ("qps", "cpu_us_per_query", "p50_us", "p99_us", "rss_mib", "fixed_qps",
-                    "fixed_lost_pct", "max_lost_pct")}
+                   ("qps", "cpu_us_per_query", "sys_us_per_query", "p50_us", "p99_us",
+                    "rss_mib", "fixed_qps", "fixed_lost_pct", "max_lost_pct")}
             rows.append(row(name, s, offered_qps=sc.offered, runs=len(rs),
                             load1=[r["load1"] for r in rs], per_run=rs,
                             reason=errors.get(s), **agg))
@@ -1024,6 +1034,8 @@ def markdown(rows: list[dict], rats: list[dict]) -> str:
             bits = []
             if r.get("offered_qps"):
                 bits.append(f"offered {r['offered_qps']:,}/s, got {fmt(r.get('fixed_qps'), 0)}/s")
+            if r.get("sys_us_per_query") is not None:
+                bits.append(f"kernel {fmt(r['sys_us_per_query'], 2)} µs/query")
             if r.get("fixed_lost_pct") is not None:
                 bits.append(f"lost {r['fixed_lost_pct']:.2f}% / max {fmt(r.get('max_lost_pct'), 2)}%")
             if r.get("startup_ms") is not None or r.get("first_answer_ms") is not None:
