@@ -91,6 +91,19 @@ fn matches(query: &[u8], value: &[u8]) -> bool {
                 .all(|(q, v)| q == v || q.eq_ignore_ascii_case(v)))
 }
 
+/// How many of a ClusterIP service's ports match the query's port and
+/// protocol; a portless service has one (unnamed) port, matched only when
+/// neither is asked for. Each matching port lists every ClusterIP.
+fn cluster_ip_ports(svc: &Service, port: &[u8], protocol: &[u8]) -> usize {
+    if svc.ports().is_empty() {
+        return usize::from(port.is_empty() && protocol.is_empty());
+    }
+    svc.ports()
+        .iter()
+        .filter(|p| port_matches(port, protocol, p))
+        .count()
+}
+
 /// The protocol's name in lowercase, as query labels are.
 fn protocol_lower(p: Protocol) -> &'static [u8] {
     match p {
@@ -288,6 +301,8 @@ pub(crate) enum Found<'s, 'q> {
         svc: &'s Service,
         port: &'q [u8],
         protocol: &'q [u8],
+        /// How many ports match (at least one; see `cluster_ip_ports`).
+        matching: usize,
     },
     /// Ready endpoint addresses of a headless service, or of any service
     /// when the name has an endpoint label.
@@ -452,18 +467,13 @@ impl LookupOpts {
                 Records::NameError
             };
         }
-        let port_matches = if svc.ports().is_empty() {
-            r.port.is_empty() && r.protocol.is_empty()
-        } else {
-            svc.ports()
-                .iter()
-                .any(|p| port_matches(r.port, r.protocol, p))
-        };
-        if port_matches {
+        let matching = cluster_ip_ports(svc, r.port, r.protocol);
+        if matching > 0 {
             Records::Found(Found::ClusterIp {
                 svc,
                 port: r.port,
                 protocol: r.protocol,
+                matching,
             })
         } else {
             Records::NameError
@@ -534,6 +544,7 @@ impl<'s> Found<'s, '_> {
                 svc,
                 port,
                 protocol,
+                ..
             } => {
                 let target = svc_target(svc);
                 if svc.ports().is_empty() {
@@ -634,21 +645,8 @@ impl<'s, 'q: 's> Found<'s, 'q> {
     /// How many entries [`each`](Self::each) yields (a ClusterIP
     /// service's are counted without walking them).
     pub(crate) fn count(&self) -> usize {
-        if let Found::ClusterIp {
-            svc,
-            port,
-            protocol,
-        } = *self
-        {
-            let ports = if svc.ports().is_empty() {
-                usize::from(port.is_empty() && protocol.is_empty())
-            } else {
-                svc.ports()
-                    .iter()
-                    .filter(|p| port_matches(port, protocol, p))
-                    .count()
-            };
-            return ports * svc.cluster_ips().len();
+        if let Found::ClusterIp { svc, matching, .. } = *self {
+            return matching * svc.cluster_ips().len();
         }
         let mut n = 0;
         self.each(&mut |_| n += 1);
@@ -660,18 +658,8 @@ impl<'s, 'q: 's> Found<'s, 'q> {
     /// service's addresses are the same for each matching port: they are
     /// listed once, without walking the ports for every address.
     pub(crate) fn each_ip(&self, f: &mut dyn FnMut(IpAddr)) {
-        if let Found::ClusterIp {
-            svc,
-            port,
-            protocol,
-        } = *self
-        {
-            let any = if svc.ports().is_empty() {
-                port.is_empty() && protocol.is_empty()
-            } else {
-                svc.ports().iter().any(|p| port_matches(port, protocol, p))
-            };
-            if any {
+        if let Found::ClusterIp { svc, matching, .. } = *self {
+            if matching > 0 {
                 for ip in svc.cluster_ips() {
                     f(host_ip(*ip));
                 }
