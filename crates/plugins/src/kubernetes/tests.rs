@@ -950,3 +950,18 @@ fn long_names_and_repeated_addresses() {
     );
     check(&p, &n("_dns._tcp.svc1.kplug.svc"), Rtype::A, NX, &[]);
 }
+
+/// The de-duplication set past its linear-scan size, and reused after a
+/// clear, answers as a set does.
+#[test]
+fn dedup_set_small_and_large() {
+    let mut d = super::Dedup::<u32>::default();
+    for round in 0..2 {
+        d.clear();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..200u32 {
+            let x = (i * 7 + round) % 53;
+            assert_eq!(d.insert(x), seen.insert(x), "round {round}, item {i}: {x}");
+        }
+    }
+}
