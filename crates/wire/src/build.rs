@@ -137,9 +137,14 @@ const COMPRESS_SLOTS: usize = 128;
 /// Largest offset a compression pointer can hold.
 const MAX_POINTER: usize = 0x3FFF;
 
-/// Name suffix positions already in the message.
+/// Name suffix positions already in the message: the offset of every
+/// label written out in full (not as a pointer), in the order written.
+///
+/// Only offsets are kept (256 bytes, cheap to set up per message): a
+/// candidate is recognised by its first label's length and first byte,
+/// read from the message itself, and verified byte for byte, so the first
+/// true match in insertion order is found as with any other filter.
 struct Compressor {
-    keys: [u32; COMPRESS_SLOTS],
     offsets: [u16; COMPRESS_SLOTS],
     len: usize,
 }
@@ -147,41 +152,49 @@ struct Compressor {
 impl Compressor {
     fn new() -> Self {
         Compressor {
-            keys: [0; COMPRESS_SLOTS],
             offsets: [0; COMPRESS_SLOTS],
             len: 0,
         }
     }
 
-    fn insert(&mut self, key: u32, offset: usize) {
-        if self.len < COMPRESS_SLOTS && offset <= MAX_POINTER {
-            self.keys[self.len] = key;
-            self.offsets[self.len] = offset as u16;
+    fn insert(&mut self, offset: usize) {
+        if let Some(slot) = self.offsets.get_mut(self.len)
+            && offset <= MAX_POINTER
+        {
+            *slot = offset as u16;
             self.len += 1;
         }
     }
 
-    /// Offset of an earlier copy of `suffix` (uncompressed wire form).
-    fn find(&self, buf: &[u8], key: u32, suffix: &[u8]) -> Option<usize> {
-        self.keys[..self.len]
+    /// Offset of an earlier copy of `suffix` (uncompressed wire form, not
+    /// the root: at least a length byte and a first byte).
+    fn find(&self, buf: &[u8], suffix: &[u8]) -> Option<usize> {
+        let head = suffix.get(..2)?;
+        self.offsets
+            .get(..self.len)?
             .iter()
-            .zip(&self.offsets[..self.len])
-            .find(|&(&k, &off)| k == key && name_eq_at(buf, usize::from(off), suffix))
-            .map(|(_, &off)| usize::from(off))
+            .map(|&off| usize::from(off))
+            .find(|&off| buf.get(off..off + 2) == Some(head) && name_eq_at(buf, off, suffix))
     }
 }
 
-/// A cheap key for a name suffix (uncompressed wire form): its length,
-/// its first label's length and first and last bytes. Candidates with equal
-/// keys are verified byte by byte, so collisions only cost a comparison.
-fn suffix_key(suffix: &[u8]) -> u32 {
-    let first_len = suffix.first().copied().unwrap_or(0);
-    let first = suffix.get(1).copied().unwrap_or(0);
-    let last = suffix.get(usize::from(first_len)).copied().unwrap_or(0);
-    (suffix.len() as u32) << 24
-        | u32::from(first_len) << 16
-        | u32::from(first) << 8
-        | u32::from(last)
+/// Whether `wire` is exactly one uncompressed name: labels of at most 63
+/// bytes, the root label last, at most 255 bytes in all.
+fn is_wire_name(wire: &[u8]) -> bool {
+    if wire.len() > MAX_NAME_LEN {
+        return false;
+    }
+    let mut p = 0;
+    while let Some(&len) = wire.get(p) {
+        if len == 0 {
+            return p + 1 == wire.len();
+        }
+        if usize::from(len) > crate::name::MAX_LABEL_LEN {
+            return false;
+        }
+        p += 1 + usize::from(len);
+    }
+    false
 }
 
 /// Whether the (possibly compressed) name at `off` in `buf` is exactly
@@ -371,6 +384,43 @@ impl<'b> MessageBuilder<'b> {
         self.commit(mark, section.count_index())
     }
 
+    /// Adds an SOA record of class IN with names given in uncompressed wire
+    /// form (`owner`, then the rdata's `mname` and `rname`, each a
+    /// sequence of labels ending in the root label) and `values` = serial,
+    /// refresh, retry, expire, minimum. The bytes written are the same as
+    /// [`push`](Self::push) with [`RData::Soa`] of the same names, without
+    /// building [`Name`]s (for names assembled from slices of the query).
+    /// A malformed name fails like a full message: [`TruncationError`],
+    /// nothing written.
+    pub fn push_soa_wire(
+        &mut self,
+        section: Section,
+        owner: &[u8],
+        ttl: u32,
+        mname: &[u8],
+        rname: &[u8],
+        values: [u32; 5],
+    ) -> Result<(), TruncationError> {
+        if !is_wire_name(owner) || !is_wire_name(mname) || !is_wire_name(rname) {
+            return Err(TruncationError);
+        }
+        self.enter(section)?;
+        let mark = self.mark();
+        self.write_wire_name(owner, true);
+        self.put_u16(Rtype::SOA.0);
+        self.put_u16(Class::IN.0);
+        self.put_u32(ttl);
+        let rdlen_at = self.buf.len();
+        self.put_u16(0);
+        self.write_wire_name(mname, true);
+        self.write_wire_name(rname, true);
+        for v in values {
+            self.put_u32(v);
+        }
+        self.patch_rdlen(rdlen_at, mark)?;
+        self.commit(mark, section.count_index())
+    }
+
     /// Adds an owned record (see [`push`](Self::push)).
     pub fn push_record(
         &mut self,
@@ -492,28 +542,33 @@ impl<'b> MessageBuilder<'b> {
     /// possible suffix when `compress` is set. Its new label positions are
     /// remembered either way.
     fn write_name(&mut self, name: &Name, compress: bool) {
-        let wire = name.as_wire();
+        self.write_wire_name(name.as_wire(), compress);
+    }
+
+    /// [`write_name`](Self::write_name) from uncompressed wire bytes
+    /// (checked by the caller; malformed bytes are written as they are
+    /// but never read out of bounds).
+    fn write_wire_name(&mut self, wire: &[u8], compress: bool) {
         let mut matched = None;
         if compress && self.comp.len > 0 {
             let mut p = 0;
             while let Some(&len) = wire.get(p)
                 && len != 0
             {
-                let suffix = &wire[p..];
-                if let Some(off) = self.comp.find(self.buf, suffix_key(suffix), suffix) {
+                if let Some(off) = self.comp.find(self.buf, &wire[p..]) {
                     matched = Some((p, off));
                     break;
                 }
                 p += 1 + usize::from(len);
             }
         }
-        let plain_end = matched.map_or(wire.len() - 1, |(p, _)| p);
+        let plain_end = matched.map_or(wire.len().saturating_sub(1), |(p, _)| p);
         let base = self.buf.len();
         let mut p = 0;
         while let Some(&len) = wire.get(p)
             && p < plain_end
         {
-            self.comp.insert(suffix_key(&wire[p..]), base + p);
+            self.comp.insert(base + p);
             p += 1 + usize::from(len);
         }
         match matched {

@@ -135,25 +135,48 @@ impl Name {
     /// pointers, and moves `*off` past the name as it appears there.
     pub fn from_wire(msg: &[u8], off: &mut usize) -> Result<Name, ParseError> {
         let mut name = Name::root();
+        name.read_wire(msg, off)?;
+        Ok(name)
+    }
+
+    /// [`Name::from_wire`] into `self` (for a name that lives in a bigger
+    /// struct: no whole-`Name` copy). On error `self` holds no meaningful
+    /// name and is to be dropped.
+    pub(crate) fn read_wire(&mut self, msg: &[u8], off: &mut usize) -> Result<(), ParseError> {
         // Fast path: an uncompressed name (every question) is one copy.
         if let Some(len) = uncompressed_len(msg, *off) {
-            name.buf[..len].copy_from_slice(&msg[*off..*off + len]);
-            name.len = len as u8;
+            self.buf[..len].copy_from_slice(&msg[*off..*off + len]);
+            self.len = len as u8;
             *off += len;
-            return Ok(name);
+            return Ok(());
         }
+        self.len = 1;
+        self.buf[0] = 0;
         let mut pos = 0;
+        let buf = &mut self.buf;
         walk_name(msg, off, |label| {
             // walk_name guarantees the total stays within 255 bytes.
             let end = pos + 1 + label.len();
-            if let Some(dst) = name.buf.get_mut(pos..end) {
+            if let Some(dst) = buf.get_mut(pos..end) {
                 dst[0] = label.len() as u8;
                 dst[1..].copy_from_slice(label);
             }
             pos = end;
         })?;
-        name.len = (pos + 1) as u8;
-        Ok(name)
+        if let Some(root) = self.buf.get_mut(pos) {
+            *root = 0;
+        }
+        self.len = (pos + 1) as u8;
+        Ok(())
+    }
+
+    /// Makes `self` the lowercase form of `other`, copying only its bytes.
+    pub(crate) fn set_lowercase_of(&mut self, other: &Name) {
+        let len = other.len();
+        for (d, s) in self.buf[..len].iter_mut().zip(&other.buf[..len]) {
+            *d = s.to_ascii_lowercase();
+        }
+        self.len = other.len;
     }
 
     /// Builds a name from uncompressed wire bytes (a sequence of labels

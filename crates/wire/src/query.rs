@@ -46,35 +46,40 @@ impl<'a> Query<'a> {
             _ => return Err(QueryError::Malformed),
         }
         let mut off = HEADER_LEN;
-        let qname = Name::from_wire(packet, &mut off)?;
-        let qtype = Rtype(u16_at(packet, off)?);
-        let qclass = Class(u16_at(packet, off + 2)?);
+        // The names are written where they stay (no whole-`Name` copies).
+        let mut q = Query {
+            raw: packet,
+            header,
+            qname: Name::root(),
+            qname_lower: Name::root(),
+            qtype: Rtype(0),
+            qclass: Class(0),
+            question_end: 0,
+            edns: None,
+        };
+        q.qname.read_wire(packet, &mut off)?;
+        q.qtype = Rtype(u16_at(packet, off)?);
+        q.qclass = Class(u16_at(packet, off + 2)?);
         off += 4;
-        let question_end = off;
+        q.question_end = off;
         for _ in 0..u32::from(header.ancount) + u32::from(header.nscount) {
             read_record(packet, &mut off)?;
         }
-        let mut edns = None;
         for _ in 0..header.arcount {
             let rec = read_record(packet, &mut off)?;
             if rec.rtype != Rtype::OPT {
                 continue;
             }
-            if edns.is_some() || packet.get(rec.name_start) != Some(&0) {
+            if q.edns.is_some() || packet.get(rec.name_start) != Some(&0) {
                 return Err(QueryError::Malformed);
             }
-            edns = Some(Edns::from_head(packet, &rec)?);
+            q.edns = Some(Edns::from_head(packet, &rec)?);
         }
-        Ok(Query {
-            raw: packet,
-            header,
-            qname_lower: qname.to_lowercase(),
-            qname,
-            qtype,
-            qclass,
-            question_end,
-            edns,
-        })
+        let Query {
+            qname, qname_lower, ..
+        } = &mut q;
+        qname_lower.set_lowercase_of(qname);
+        Ok(q)
     }
 
     /// The whole packet.

@@ -172,6 +172,17 @@ const MAX_BASE: usize = 5;
 /// `ns.dns.` in wire form without the root label: the apex NS and SOA
 /// MNAME are this under the zone.
 const NS_DNS: &[u8] = b"\x02ns\x03dns";
+/// `hostmaster`, the SOA's rname left of the zone, in wire form.
+const HOSTMASTER: &[u8] = b"\x0ahostmaster";
+
+/// `prefix` followed by `zone` (both wire form) in `buf`; `None` past 255
+/// bytes.
+fn join_wire<'b>(buf: &'b mut [u8; 255], prefix: &[u8], zone: &[u8]) -> Option<&'b [u8]> {
+    let len = prefix.len() + zone.len();
+    buf.get_mut(..prefix.len())?.copy_from_slice(prefix);
+    buf.get_mut(prefix.len()..len)?.copy_from_slice(zone);
+    buf.get(..len)
+}
 
 /// The query name split at the matched zone.
 struct Split<'q> {
@@ -210,18 +221,10 @@ impl<'q> Split<'q> {
         let wire: &'q [u8] = self.qname.as_wire();
         wire.get(self.off..).unwrap_or(&[0])
     }
-    /// The zone as the client spelled it.
-    fn zone_name(&self) -> Name {
-        Name::from_uncompressed(self.zone_wire()).unwrap_or_else(|_| Name::root())
-    }
     /// `prefix` (labels in wire form, no root label) followed by the zone.
     fn under_zone(&self, prefix: &[u8]) -> Option<Name> {
-        let zone = self.zone_wire();
         let mut buf = [0u8; 255];
-        let len = prefix.len() + zone.len();
-        buf.get_mut(..prefix.len())?.copy_from_slice(prefix);
-        buf.get_mut(prefix.len()..len)?.copy_from_slice(zone);
-        Name::from_uncompressed(&buf[..len]).ok()
+        Name::from_uncompressed(join_wire(&mut buf, prefix, self.zone_wire())?).ok()
     }
     /// The zone part of the query is all lowercase (CoreDNS compares the
     /// lowercased name with the query-cased zone in a few places).
@@ -771,21 +774,18 @@ impl Kubernetes {
         snap: &Snapshot,
         s: &Split<'_>,
     ) {
-        let zone = s.zone_name();
-        let (Some(mname), Some(rname)) = (s.under_zone(NS_DNS), s.under_zone(b"\x0ahostmaster"))
-        else {
+        // The names are written from the query's bytes: no `Name` built.
+        let zone = s.zone_wire();
+        let mut mname = [0u8; 255];
+        let mut rname = [0u8; 255];
+        let (Some(m), Some(r)) = (
+            join_wire(&mut mname, NS_DNS, zone),
+            join_wire(&mut rname, HOSTMASTER, zone),
+        ) else {
             return;
         };
-        let rd = RData::Soa {
-            mname: &mname,
-            rname: &rname,
-            serial: snap.serial(),
-            refresh: 7200,
-            retry: 1800,
-            expire: 86400,
-            minimum: self.ttl,
-        };
-        let _ = b.push(section, &zone, Class::IN, self.ttl.min(300), &rd);
+        let values = [snap.serial(), 7200, 1800, 86400, self.ttl];
+        let _ = b.push_soa_wire(section, zone, self.ttl.min(300), m, r, values);
     }
 
     /// NXDOMAIN (or SERVFAIL before the first sync) with the SOA.
