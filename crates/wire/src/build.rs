@@ -255,10 +255,25 @@ impl<'b> MessageBuilder<'b> {
             ..Header::default()
         };
         let mut b = MessageBuilder::new(buf, header);
-        // A name is at most 255 bytes: the question always fits the
-        // default limit, and the parser rejected compression pointers in it,
-        // so this reproduces the question bytes exactly.
-        let _ = b.push_question(query.qname(), query.qtype(), query.qclass());
+        // What `push_question` does on an empty message, without its
+        // checks: a name is at most 255 bytes, so the question always fits
+        // the default limit, and with nothing to compress against the name
+        // is written whole (the parser rejected compression pointers in it,
+        // so these are the question bytes exactly), its label positions
+        // remembered.
+        let wire = query.qname().as_wire();
+        let base = b.buf.len();
+        let mut p = 0;
+        while let Some(&len) = wire.get(p)
+            && len != 0
+        {
+            b.comp.insert(base + p);
+            p += 1 + usize::from(len);
+        }
+        b.buf.extend_from_slice(wire);
+        b.put_u16(query.qtype().0);
+        b.put_u16(query.qclass().0);
+        b.counts[0] = 1;
         b
     }
 
