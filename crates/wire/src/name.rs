@@ -571,17 +571,25 @@ pub fn reverse_name(ip: IpAddr) -> Name {
 /// The address a full-length reverse name stands for (case-insensitive).
 /// `None` for partial names (`3.2.1.in-addr.arpa.`) and anything else.
 pub fn parse_reverse(name: &Name) -> Option<IpAddr> {
+    // IPv4, the common case, straight from the wire bytes: the name ends
+    // in `in-addr.arpa.` and what is left of it is exactly four octet
+    // labels (the four end where the tail starts, so the tail is labels).
+    const V4_TAIL: &[u8] = b"\x07in-addr\x04arpa\x00";
+    let wire = name.as_wire();
+    if let Some(head_len) = wire.len().checked_sub(V4_TAIL.len())
+        && wire[head_len..].eq_ignore_ascii_case(V4_TAIL)
+    {
+        let mut octets = [0u8; 4];
+        let mut p = 0;
+        for slot in octets.iter_mut().rev() {
+            let len = usize::from(*wire.get(p)?);
+            *slot = parse_octet(wire.get(p + 1..p + 1 + len)?)?;
+            p += 1 + len;
+        }
+        return (p == head_len).then(|| IpAddr::V4(Ipv4Addr::from(octets)));
+    }
     let mut labels = name.labels();
     match name.label_count() {
-        6 => {
-            let mut octets = [0u8; 4];
-            for slot in octets.iter_mut().rev() {
-                *slot = parse_octet(labels.next()?)?;
-            }
-            let tail_ok = labels.next()?.eq_ignore_ascii_case(b"in-addr")
-                && labels.next()?.eq_ignore_ascii_case(b"arpa");
-            tail_ok.then(|| IpAddr::V4(Ipv4Addr::from(octets)))
-        }
         34 => {
             let mut octets = [0u8; 16];
             for slot in octets.iter_mut().rev() {
@@ -940,6 +948,11 @@ mod tests {
         assert_eq!(parse_reverse(&n("1.0.0.x.in-addr.arpa")), None);
         assert_eq!(parse_reverse(&n("1.0.0.10.in-addr.arpb")), None);
         assert_eq!(parse_reverse(&n("1.0.0.10.ip6.arpa")), None);
+        // Four octets exactly, the tail label-aligned.
+        assert_eq!(parse_reverse(&n("5.1.0.0.10.in-addr.arpa")), None);
+        assert_eq!(parse_reverse(&n("0.10.in-addr.arpa")), None);
+        let inside = Name::from_labels([&b"1\x07in-addr"[..], b"arpa"]).unwrap();
+        assert_eq!(parse_reverse(&inside), None);
     }
 
     #[test]
