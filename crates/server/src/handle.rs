@@ -44,35 +44,34 @@ pub(crate) struct Meta {
 const SUPPORTED_OPTIONS: &[u16] = &[1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12];
 
 /// Outcome of the checks made before the chain runs. The query view
-/// (about 580 bytes: two names) stays in the caller's slot: moving it
-/// through return values cost a copy per step.
-enum Checked {
+/// (about 580 bytes: two names) lives in the caller's slot and is only
+/// referred to: moving it through return values cost a copy per step.
+enum Checked<'s, 'q> {
     Done(Handled),
-    /// The query in the slot goes to a chain.
-    Chain,
+    Chain(&'s Query<'q>),
     /// A class other than IN on a listener without chaos/forward:
     /// REFUSED (checked before the EDNS version, as CoreDNS).
-    Refuse,
+    Refuse(&'s Query<'q>),
 }
 
 /// Parses and checks a packet into `slot`; writes the reply for anything
 /// that never reaches a chain.
-fn check<'q>(
+fn check<'s, 'q>(
     mux: &Mux,
     packet: &'q [u8],
     w: &mut ResponseWriter,
-    slot: &mut Option<Query<'q>>,
-) -> Checked {
+    slot: &'s mut Option<Query<'q>>,
+) -> Checked<'s, 'q> {
     match Query::parse(packet) {
         Ok(q) => {
-            let q = slot.insert(q);
+            let q = &*slot.insert(q);
             let op = q.header().opcode();
             if op != Opcode::QUERY && op != Opcode::NOTIFY {
                 header_only_reply(packet, Rcode::NOTIMP, w);
                 return Checked::Done(Handled::Reply);
             }
             if q.qclass() != Class::IN && !mux.class_chaos() {
-                return Checked::Refuse;
+                return Checked::Refuse(q);
             }
             if let Some(e) = q.edns()
                 && e.version != 0
@@ -83,7 +82,7 @@ fn check<'q>(
                 b.finish();
                 return Checked::Done(Handled::Reply);
             }
-            Checked::Chain
+            Checked::Chain(q)
         }
         Err(QueryError::TooShort) | Err(QueryError::NotAQuery) => Checked::Done(Handled::Drop),
         Err(QueryError::NoQuestion) | Err(QueryError::Malformed) => {
@@ -152,25 +151,16 @@ fn prepare<'p, 'q, 'm>(
     w: &mut ResponseWriter,
     slot: &'q mut Option<Query<'p>>,
 ) -> Prepared<'p, 'q, 'm> {
-    let checked = check(mux, packet, w, slot);
-    let Some(q) = slot.as_ref() else {
-        return match checked {
-            Checked::Done(Handled::Reply) => Prepared::Done(finish_plain(packet, meta, w)),
-            Checked::Done(h) => Prepared::Done(h),
-            // A query was parsed for these two.
-            Checked::Refuse | Checked::Chain => Prepared::Done(Handled::Drop),
-        };
-    };
-    match checked {
+    let q = match check(mux, packet, w, slot) {
         Checked::Done(Handled::Reply) => return Prepared::Done(finish_plain(packet, meta, w)),
         Checked::Done(h) => return Prepared::Done(h),
-        Checked::Refuse => {
+        Checked::Refuse(q) => {
             refuse(q, w);
             scrub(q, meta.proto, w);
             return Prepared::Done(Handled::Reply);
         }
-        Checked::Chain => {}
-    }
+        Checked::Chain(q) => q,
+    };
     match route(mux, q, w) {
         Some((zone, chain)) => Prepared::Run(q, zone, chain),
         None => {

@@ -261,16 +261,7 @@ impl<'b> MessageBuilder<'b> {
         // is written whole (the parser rejected compression pointers in it,
         // so these are the question bytes exactly), its label positions
         // remembered.
-        let wire = query.qname().as_wire();
-        let base = b.buf.len();
-        let mut p = 0;
-        while let Some(&len) = wire.get(p)
-            && len != 0
-        {
-            b.comp.insert(base + p);
-            p += 1 + usize::from(len);
-        }
-        b.buf.extend_from_slice(wire);
+        b.write_wire_name(query.qname().as_wire(), false);
         b.put_u16(query.qtype().0);
         b.put_u16(query.qclass().0);
         b.counts[0] = 1;
