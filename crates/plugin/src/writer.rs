@@ -76,6 +76,14 @@ impl ResponseWriter {
         &mut self.buf
     }
 
+    /// The buffer, for writing back a reply that was built earlier with
+    /// [`ResponseWriter::reply`] (so without an OPT record) and kept, for
+    /// example by a plugin's own memo of its answers.
+    pub fn replay_buffer(&mut self) -> &mut Vec<u8> {
+        self.foreign = false;
+        &mut self.buf
+    }
+
     /// Whether the message may carry an OPT record (it was not built with
     /// [`ResponseWriter::reply`]).
     pub fn may_have_opt(&self) -> bool {

@@ -148,6 +148,7 @@ pub struct Table {
     reference: Option<ServerSpec>,
     candidate: Option<ServerSpec>,
     keep_objects: bool,
+    twice: bool,
 }
 
 impl Table {
@@ -162,6 +163,7 @@ impl Table {
             reference: None,
             candidate: None,
             keep_objects: false,
+            twice: false,
         }
     }
 
@@ -210,6 +212,14 @@ impl Table {
         self
     }
 
+    /// Asks every query a second time, right after the first, and compares
+    /// both replies: the second is the one a server that remembers its
+    /// answers (clusterdns's kubernetes answer memo) replays.
+    pub fn twice(mut self) -> Table {
+        self.twice = true;
+        self
+    }
+
     /// Runs the table. Errors are setup failures (kubectl, starting a server).
     pub fn run(&self, rig: &Rig) -> io::Result<Report> {
         for yaml in &self.objects {
@@ -248,6 +258,9 @@ impl Table {
                     Transport::Tcp => Transport::Udp,
                 };
                 queries.push(case.query.clone().transport(other));
+            }
+            if self.twice {
+                queries.extend(queries.clone());
             }
             let comparisons = queries
                 .iter()

@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 mod lookup;
+mod memo;
 mod metrics;
 mod setup;
 mod upstream;
@@ -52,6 +53,8 @@ pub struct Kubernetes {
     local_ips: Vec<IpAddr>,
     /// The plugins after this one, to resolve ExternalName targets.
     tail: ChainTail,
+    /// This instance's key in the per-thread answer memo ([`memo`]).
+    memo_id: u64,
 }
 
 impl std::fmt::Debug for Kubernetes {
@@ -908,18 +911,30 @@ impl Kubernetes {
     /// The synchronous answer. `Err(chain)`: an ExternalName's target is
     /// outside the zone and the rest of the chain should resolve it.
     fn answer(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Result<Flow, Box<CnameChain>> {
-        let lower = req.qname_lower();
-        let Some((zone, off)) = self.zone_for(lower) else {
+        let Some((zone, off)) = self.zone_for(req.qname_lower()) else {
             return Ok(Flow::Next);
         };
+        self.answer_from(req, w, &self.snapshots.load(), zone, off)
+    }
+
+    /// [`Kubernetes::answer`] for a name in `zone` (which starts at `off`
+    /// of the lowercase name), from `snap`.
+    fn answer_from(
+        &self,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        snap: &Snapshot,
+        zone: &Name,
+        off: usize,
+    ) -> Result<Flow, Box<CnameChain>> {
+        let lower = req.qname_lower();
         let qtype = req.qtype();
         if qtype == Rtype::AXFR || qtype == Rtype::IXFR {
             w.write_error(req, Rcode::REFUSED);
             return Ok(Flow::Answered);
         }
         let s = split_at(req.qname(), lower, off);
-        let snap = self.snapshots.load();
-        let plan = self.plan(&snap, &s, qtype);
+        let plan = self.plan(snap, &s, qtype);
         if let Plan::NameError = plan {
             if self.falls_through(lower) {
                 return Ok(Flow::Next);
@@ -929,7 +944,7 @@ impl Kubernetes {
             } else {
                 Rcode::SERVFAIL
             };
-            self.write_negative(req, w, &snap, &s, rcode);
+            self.write_negative(req, w, snap, &s, rcode);
             return Ok(Flow::Answered);
         }
         // An ExternalName leaving the zone, with plugins after this one to
@@ -937,17 +952,17 @@ impl Kubernetes {
         if let Plan::Addrs(Found::External(svc)) = &plan
             && self.tail.get().is_some_and(|t| !t.plugins().is_empty())
             && let Some(ext) = svc.external_name()
-            && let Chase::External(chain) = self.chase(&snap, &s, zone, qtype, ext)
+            && let Chase::External(chain) = self.chase(snap, &s, zone, qtype, ext)
         {
             return Err(Box::new(chain));
         }
         let mut b = w.reply(req);
-        if let Some(chain) = self.write_plan(&mut b, &snap, &s, zone, qtype, &plan) {
+        if let Some(chain) = self.write_plan(&mut b, snap, &s, zone, qtype, &plan) {
             // Nobody after us: the CNAMEs alone.
             self.push_cnames(&mut b, &chain);
         }
         if b.counts()[1] == 0 {
-            self.push_soa(&mut b, Section::Authority, &snap, &s);
+            self.push_soa(&mut b, Section::Authority, snap, &s);
         }
         b.finish();
         Ok(Flow::Answered)
@@ -974,8 +989,19 @@ impl Plugin for Kubernetes {
     }
 
     fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
-        match self.answer(req, w) {
-            Ok(flow) => flow,
+        let Some((zone, off)) = self.zone_for(req.qname_lower()) else {
+            return Flow::Next;
+        };
+        let snap = self.snapshots.load();
+        let generation = snap.generation();
+        if let Some(flow) = memo::replay(self.memo_id, generation, req, w) {
+            return flow;
+        }
+        match self.answer_from(req, w, &snap, zone, off) {
+            Ok(flow) => {
+                memo::keep(self.memo_id, generation, req, &flow, w);
+                flow
+            }
             Err(_) => Flow::Async,
         }
     }

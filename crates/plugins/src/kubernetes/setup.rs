@@ -374,6 +374,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         snapshots: snapshots.clone(),
         local_ips: local_ips(ctx),
         tail: tail.clone(),
+        memo_id: super::memo::instance_id(),
     };
     ctx.add_plugin(Arc::new(plugin));
     ctx.bind_tail(&tail);

@@ -965,3 +965,142 @@ fn dedup_set_small_and_large() {
         }
     }
 }
+
+/// A plugin on `index` with the defaults (`pods insecure`), as setup
+/// builds it, so that a test can publish changes to the index under it.
+fn on_index(index: &clusterdns_k8s::Index) -> super::Kubernetes {
+    use super::lookup::{LookupOpts, PodMode};
+    let zones = ["cluster.local.", "in-addr.arpa.", "ip6.arpa."];
+    super::Kubernetes {
+        zones: zones
+            .iter()
+            .map(|z| clusterdns_wire::Name::from_ascii(z).unwrap())
+            .collect(),
+        primary: clusterdns_wire::Name::from_ascii(zones[0]).unwrap(),
+        fall: None,
+        ttl: super::setup::DEFAULT_TTL,
+        opts: LookupOpts {
+            namespaces: Vec::new(),
+            pods: PodMode::Insecure,
+            pod_names: false,
+            ignore_empty_service: false,
+            endpoints: true,
+        },
+        snapshots: index.snapshots(),
+        local_ips: Vec::new(),
+        tail: clusterdns_plugin::ChainTail::default(),
+        memo_id: super::memo::instance_id(),
+    }
+}
+
+/// Runs `name`/`qtype` with `id` and header `flags` through `k` alone;
+/// the flow's name and the reply bytes.
+fn ask_raw(
+    k: &super::Kubernetes,
+    name: &str,
+    qtype: Rtype,
+    id: u16,
+    flags: u16,
+) -> (String, Vec<u8>) {
+    use clusterdns_wire::{Class, Header, MessageBuilder, Name, Query};
+    let mut pkt = Vec::new();
+    let mut b = MessageBuilder::new(
+        &mut pkt,
+        Header {
+            id,
+            flags,
+            ..Header::default()
+        },
+    );
+    b.push_question(&Name::from_ascii(name).unwrap(), qtype, Class::IN)
+        .unwrap();
+    b.finish();
+    let q = Query::parse(&pkt).unwrap();
+    let zone = Name::root();
+    let req = testing::request(&q, &zone);
+    let mut w = clusterdns_plugin::ResponseWriter::new();
+    let flow = k.query(&req, &mut w);
+    (format!("{flow:?}"), w.bytes().to_vec())
+}
+
+/// The answer memo: a replayed reply is byte for byte what a fresh
+/// instance builds for the same query (ID, opcode, RD and CD from the new
+/// query), for every shape of answer the fixture has; and a change
+/// published to the index is answered from the next query on.
+#[test]
+fn memo_replays_exactly_and_follows_changes() {
+    let mut index = clusterdns_k8s::Index::new();
+    clusterdns_k8s::yaml::load_str(&mut index, &format!("{BASE}{OBJECTS}")).unwrap();
+    let cases: &[(&str, Rtype)] = &[
+        ("kubernetes.default.svc.cluster.local.", Rtype::A),
+        ("svc1.kplug.svc.cluster.local.", Rtype::A),
+        ("SVC1.kplug.svc.Cluster.local.", Rtype::A),
+        ("svc1.kplug.svc.cluster.local.", Rtype::AAAA),
+        ("svc1.kplug.svc.cluster.local.", Rtype::TXT),
+        ("svc1.kplug.svc.cluster.local.", Rtype::NS),
+        ("_dns._tcp.svc1.kplug.svc.cluster.local.", Rtype::SRV),
+        ("svc1.kplug.svc.cluster.local.", Rtype::SRV),
+        ("web-0.hdls.kplug.svc.cluster.local.", Rtype::AAAA),
+        ("hdls.kplug.svc.cluster.local.", Rtype::A),
+        ("hdls.kplug.svc.cluster.local.", Rtype::SRV),
+        ("ext.kplug.svc.cluster.local.", Rtype::A),
+        ("ext-loop.kplug.svc.cluster.local.", Rtype::A),
+        ("nope.kplug.svc.cluster.local.", Rtype::A),
+        ("1-2-3-4.kplug.pod.cluster.local.", Rtype::A),
+        ("not-an-ip.kplug.pod.cluster.local.", Rtype::A),
+        ("dns-version.cluster.local.", Rtype::TXT),
+        ("ns.dns.cluster.local.", Rtype::A),
+        ("cluster.local.", Rtype::SOA),
+        ("1.77.96.10.in-addr.arpa.", Rtype::PTR),
+        ("2.7.244.10.in-addr.arpa.", Rtype::PTR),
+        ("9.9.9.9.in-addr.arpa.", Rtype::PTR),
+        ("svc1.kplug.svc.cluster.local.", Rtype::AXFR),
+    ];
+    let k = on_index(&index);
+    for &(name, qtype) in cases {
+        let (flow1, built) = ask_raw(&k, name, qtype, 0x1111, 0x0100);
+        let hits = super::memo::hits();
+        let (flow2, replayed) = ask_raw(&k, name, qtype, 0x2222, 0x0010);
+        assert_eq!(super::memo::hits(), hits + 1, "{name} {qtype}: replayed");
+        let (flow3, fresh) = ask_raw(&on_index(&index), name, qtype, 0x2222, 0x0010);
+        assert_eq!((&flow1, &flow2), (&flow3, &flow3), "{name} {qtype}");
+        assert_eq!(
+            replayed,
+            fresh,
+            "{name} {qtype}: {:#?}",
+            testing::reply(&fresh)
+        );
+        assert_eq!(built[4..], fresh[4..], "{name} {qtype}");
+    }
+
+    let api = "kubernetes.default.svc.cluster.local.";
+    let answer =
+        |k: &super::Kubernetes| testing::reply(&ask_raw(k, api, Rtype::A, 1, 0x0100).1).answer;
+    assert_eq!(answer(&k), [format!("{api}\t5\tIN\tA\t10.96.0.1")]);
+    clusterdns_k8s::yaml::load_str(
+        &mut index,
+        &format!("{}{OBJECTS}", BASE.replace("10.96.0.1", "10.96.0.2")),
+    )
+    .unwrap();
+    let hits = super::memo::hits();
+    assert_eq!(answer(&k), [format!("{api}\t5\tIN\tA\t10.96.0.2")]);
+    assert_eq!(
+        super::memo::hits(),
+        hits,
+        "the change was answered by a lookup"
+    );
+    assert_eq!(answer(&k), [format!("{api}\t5\tIN\tA\t10.96.0.2")]);
+    assert_eq!(super::memo::hits(), hits + 1, "then kept again");
+}
+
+/// A name that falls through is kept as such: the second query goes to
+/// the next plugin too, without a lookup.
+#[test]
+fn memo_keeps_fallthrough() {
+    let p = plugins_with("  fallthrough", true);
+    let fell = |r: &Reply| r.rcode == OK && r.answer.is_empty() && r.additional.len() == 2;
+    assert!(fell(&ask(&p, &n("nope.kplug.svc"), Rtype::A)));
+    let hits = super::memo::hits();
+    assert!(fell(&ask(&p, &n("nope.kplug.svc"), Rtype::A)));
+    assert_eq!(super::memo::hits(), hits + 1);
+}
