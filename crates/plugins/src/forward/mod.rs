@@ -23,6 +23,11 @@ use tokio::sync::oneshot;
 
 pub(crate) use duration::parse_duration;
 use metrics::Metrics;
+
+/// Queries in flight upstream, by coalescing key, with the queries waiting
+/// for the same reply. The keys come from clients, so the hasher is seeded
+/// per map.
+type Waiting = HashMap<Vec<u8>, Vec<oneshot::Sender<Shared>>, foldhash::fast::RandomState>;
 use proxy::{ConnectError, Proxy, Transport};
 
 /// Registration of *forward*.
@@ -74,7 +79,7 @@ pub struct Forward {
     next_is_forward: bool,
     inflight: AtomicUsize,
     rr: AtomicUsize,
-    waiting: Mutex<HashMap<Vec<u8>, Vec<oneshot::Sender<Shared>>>>,
+    waiting: Mutex<Waiting>,
     metrics: Metrics,
 }
 
@@ -198,7 +203,12 @@ impl Forward {
     /// The upstream exchange with retries, failover and health checks
     /// (CoreDNS `Forward.ServeDNS`'s loop).
     async fn resolve(&self, query: &[u8], client: Proto) -> Result<Vec<u8>, io::Error> {
-        let deadline = Instant::now() + DEADLINE;
+        // The clock is read once per attempt: `now` serves the deadline
+        // check, the connection pool and the exchange's timers.
+        let mut now = Instant::now();
+        let deadline = now + DEADLINE;
+        let until = tokio::time::Instant::from_std(deadline);
+        let mut first = true;
         let list = self.list();
         let n = list.len();
         let mut i = 0;
@@ -207,9 +217,16 @@ impl Forward {
         let mut failovers = 0;
         let mut last_err: Option<io::Error> = None;
         let mut last_reply: Option<Vec<u8>> = None;
-        while Instant::now() < deadline
-            && (self.opts.max_connect_attempts == 0 || attempts < self.opts.max_connect_attempts)
-        {
+        loop {
+            if !std::mem::take(&mut first) {
+                now = Instant::now();
+            }
+            if now >= deadline
+                || (self.opts.max_connect_attempts != 0
+                    && attempts >= self.opts.max_connect_attempts)
+            {
+                break;
+            }
             if i >= n {
                 i = 0;
                 fails = 0;
@@ -228,16 +245,18 @@ impl Forward {
                 proxy = &self.proxies[fastrand::usize(..n)];
             }
             let mut t = proxy.transport(self.transport(client));
-            let left = deadline.saturating_duration_since(Instant::now());
-            let until = tokio::time::Instant::now() + left;
             let res = loop {
-                match proxy.connect(query, t, until).await {
-                    Err(ConnectError::CachedClosed) => continue,
+                match proxy.connect(query, t, now, until).await {
+                    Err(ConnectError::CachedClosed) => {
+                        now = Instant::now();
+                        continue;
+                    }
                     Err(ConnectError::Io(e)) => break Err(e),
                     Ok(reply) => {
                         let tc = Header::parse(&reply).is_ok_and(|h| h.tc());
                         if tc && t == Transport::Udp && self.opts.prefer_udp {
                             t = Transport::Tcp;
+                            now = Instant::now();
                             continue;
                         }
                         break Ok(reply);

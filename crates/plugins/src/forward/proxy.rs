@@ -202,18 +202,26 @@ impl Proxy {
     }
 
     /// Sends `query` (any ID) and returns the reply, its ID equal to the
-    /// one sent upstream (the caller restores the client's). `until` is
-    /// the query's overall deadline, on top of the read timeout.
+    /// one sent upstream (the caller restores the client's). `start` is
+    /// the caller's reading of the clock just before (the clock is read
+    /// twice per exchange: there and when the reply is in); `until` is the
+    /// query's overall deadline, on top of the read timeout.
     pub(crate) async fn connect(
         &self,
         query: &[u8],
         t: Transport,
+        start: Instant,
         until: tokio::time::Instant,
     ) -> Result<Vec<u8>, ConnectError> {
-        let start = Instant::now();
         let id = fastrand::u16(..);
         let reply = match t {
-            Transport::Udp => self.udp_exchange(query, id, until).await?,
+            Transport::Udp => {
+                let (reply, conn) = self.udp_exchange(query, id, start, until).await?;
+                let end = Instant::now();
+                self.give_back(&self.udp, conn, end);
+                self.observe(&reply, end.duration_since(start));
+                return Ok(reply);
+            }
             Transport::Tcp | Transport::Tls => {
                 let mut msg = query.to_vec();
                 clusterdns_wire::set_id(&mut msg, id);
@@ -222,8 +230,14 @@ impl Proxy {
                     .map_err(|_| self.deadline_err())??
             }
         };
-        let rcode = Header::parse(&reply).map_or(2, |h| u16::from(h.rcode_low()));
-        let secs = start.elapsed().as_secs_f64();
+        self.observe(&reply, start.elapsed());
+        Ok(reply)
+    }
+
+    /// Counts one exchange in the request duration histogram, by rcode.
+    fn observe(&self, reply: &[u8], took: Duration) {
+        let rcode = Header::parse(reply).map_or(2, |h| u16::from(h.rcode_low()));
+        let secs = took.as_secs_f64();
         let resolve = || {
             self.duration
                 .histogram_with(&["forward", &rcode_label(rcode), &self.label])
@@ -232,11 +246,11 @@ impl Proxy {
             Some(slot) => slot.get_or_init(resolve).observe(secs),
             None => resolve().observe(secs),
         }
-        Ok(reply)
     }
 
-    fn fresh<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>) -> Option<Conn<T>> {
-        let now = Instant::now();
+    /// An idle pooled connection still within `expire` and `max_age` at
+    /// `now`.
+    fn fresh<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>, now: Instant) -> Option<Conn<T>> {
         let mut pool = pool.lock();
         // The oldest idle connection first, for source-port diversity.
         while let Some(c) = pool.pop_front() {
@@ -250,11 +264,12 @@ impl Proxy {
         None
     }
 
-    fn give_back<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>, mut c: Conn<T>) {
+    /// Returns `c` to the pool, last used at `now`.
+    fn give_back<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>, mut c: Conn<T>, now: Instant) {
         if self.stopped.load(Ordering::Relaxed) {
             return;
         }
-        c.used = Instant::now();
+        c.used = now;
         let mut pool = pool.lock();
         if self.opts.max_idle == 0 || pool.len() < self.opts.max_idle {
             pool.push_back(c);
@@ -310,22 +325,24 @@ impl Proxy {
     }
 
     /// One query over a pooled connected UDP socket: `query` is sent with
-    /// ID `id`, and the first reply carrying that ID is returned. One
-    /// timer covers the write, the read timeout and the overall `until`.
+    /// ID `id`, and the first reply carrying that ID is returned with the
+    /// connection, for the caller to give back. One timer covers the
+    /// write, the read timeout (from `start`) and the overall `until`.
     async fn udp_exchange(
         &self,
         query: &[u8],
         id: u16,
+        start: Instant,
         until: tokio::time::Instant,
-    ) -> Result<Vec<u8>, ConnectError> {
-        let mut conn = match self.fresh(&self.udp) {
+    ) -> Result<(Vec<u8>, Conn<UdpConn>), ConnectError> {
+        let mut conn = match self.fresh(&self.udp, start) {
             Some(c) => {
                 self.hits[0].inc();
                 c
             }
             None => {
                 self.misses[0].inc();
-                let now = Instant::now();
+                let now = start;
                 Conn {
                     io: UdpConn {
                         sock: self.dial_udp().await?,
@@ -343,7 +360,7 @@ impl Proxy {
         clusterdns_wire::set_id(out, id);
         // A datagram send does not wait in practice: one timer, the read
         // timeout's, covers the write too.
-        let read = tokio::time::Instant::now() + self.opts.read_timeout;
+        let read = tokio::time::Instant::from_std(start) + self.opts.read_timeout;
         let overall = until < read;
         let mut written = false;
         let exchange = async {
@@ -379,8 +396,7 @@ impl Proxy {
         // only says EAGAIN.
         sock.forget_readiness();
         let reply = buf[..n].to_vec();
-        self.give_back(&self.udp, conn);
-        Ok(reply)
+        Ok((reply, conn))
     }
 
     /// The live pipelined connection for `t`, or a fresh one; `true`

@@ -381,7 +381,7 @@ fn parse(
         next_is_forward,
         inflight: AtomicUsize::new(0),
         rr: AtomicUsize::new(0),
-        waiting: Mutex::new(HashMap::new()),
+        waiting: Mutex::new(HashMap::default()),
         metrics: metrics.clone(),
     })
 }
