@@ -45,6 +45,9 @@ const MAX_REPLY: usize = 1500;
 /// Entry header: instance (8), generation (8), stored length (4), kind (1),
 /// padding to 8.
 const ENTRY_HEAD: usize = 24;
+/// The largest entry: header and the longest reply kept (its ID is not
+/// stored), rounded up to the 8-byte alignment of entries.
+const MAX_ENTRY: usize = (ENTRY_HEAD + MAX_REPLY - 2).next_multiple_of(8);
 /// Header bits a reply copies from its query; replay takes them from the
 /// new query.
 const COPIED: u16 = OPCODE_MASK | FLAG_RD | FLAG_CD;
@@ -139,7 +142,7 @@ impl Memo {
         Memo {
             slots: vec![Slot::default(); sets * WAYS].into_boxed_slice(),
             sets_mask: sets - 1,
-            ring: vec![0u8; ring.max(ENTRY_HEAD + MAX_REPLY)].into_boxed_slice(),
+            ring: vec![0u8; ring.max(MAX_ENTRY)].into_boxed_slice(),
             head: 0,
             hasher: foldhash::fast::RandomState::default(),
         }
@@ -411,6 +414,28 @@ mod tests {
             .filter(|(p, _)| replay(&m, 3, 1, p).is_some())
             .count();
         assert!((1..=WAYS).contains(&live), "{live} live entries");
+    }
+
+    /// The longest reply kept fits a ring of the smallest size, and
+    /// replaces whatever was there.
+    #[test]
+    fn the_longest_reply_fits_the_smallest_ring() {
+        let mut m = Memo::new(1, 0);
+        assert_eq!(m.ring.len(), MAX_ENTRY);
+        let small = query("s.example.", 1, 0x0100);
+        keep_reply(&mut m, 1, 1, &small, 1);
+        // 16 bytes per A record: grow the reply up to MAX_REPLY.
+        let big = query("b.example.", 1, 0x0100);
+        let base = keep_reply(&mut Memo::new(1, 1 << 16), 1, 1, &big, 0).len();
+        let n = ((MAX_REPLY - base) / 16) as u8;
+        let reply = keep_reply(&mut m, 1, 1, &big, n);
+        assert!(
+            reply.len() <= MAX_REPLY && reply.len() + 16 > MAX_REPLY,
+            "{}",
+            reply.len()
+        );
+        assert_eq!(replay(&m, 1, 1, &big).map(|r| r.1), Some(reply));
+        assert!(replay(&m, 1, 1, &small).is_none(), "overwritten");
     }
 
     #[test]
