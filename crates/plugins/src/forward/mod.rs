@@ -23,12 +23,12 @@ use tokio::sync::oneshot;
 
 pub(crate) use duration::parse_duration;
 use metrics::Metrics;
+use proxy::{ConnectError, Proxy, Transport};
 
 /// Queries in flight upstream, by coalescing key, with the queries waiting
 /// for the same reply. The keys come from clients, so the hasher is seeded
 /// per map.
 type Waiting = HashMap<Vec<u8>, Vec<oneshot::Sender<Shared>>, foldhash::fast::RandomState>;
-use proxy::{ConnectError, Proxy, Transport};
 
 /// Registration of *forward*.
 pub const DEF: PluginDef = PluginDef {
