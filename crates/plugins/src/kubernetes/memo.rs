@@ -14,9 +14,9 @@
 //! plugin instance at once (they are then rebuilt one query at a time).
 //!
 //! Layout, per thread, allocated on the first reply kept:
-//! - a set-associative table of `SETS × WAYS` slots (16 bytes each), the
-//!   set chosen by a seeded hash of the key, a 32-bit tag per slot to
-//!   skip non-matching ways without touching the entry;
+//! - a set-associative table of `SETS × WAYS` slots (16 bytes each, 64
+//!   bytes a set), the set chosen by a seeded hash of the key, a 32-bit
+//!   tag per slot to skip non-matching ways without touching the entry;
 //! - a ring of `RING` bytes holding the entries back to back, addressed
 //!   by a virtual offset that only grows: an entry is intact exactly while
 //!   less than `RING` bytes were written after its start, so overwritten
@@ -115,6 +115,7 @@ pub(crate) fn keep(
     });
 }
 
+/// One way of a set, as stored in two words of [`Memo::slots`].
 #[derive(Clone, Copy, Default)]
 struct Slot {
     /// Virtual offset of the entry's end; 0: empty.
@@ -125,11 +126,33 @@ struct Slot {
     tag: u32,
 }
 
+impl Slot {
+    fn from_words(end: u64, meta: u64) -> Slot {
+        Slot {
+            end,
+            size: (meta >> 32) as u32,
+            tag: meta as u32,
+        }
+    }
+
+    fn meta(&self) -> u64 {
+        u64::from(self.size) << 32 | u64::from(self.tag)
+    }
+}
+
 /// One thread's memo.
 pub(crate) struct Memo {
-    slots: Box<[Slot]>,
+    /// Two words per slot (end, then size and tag), `WAYS` slots per set:
+    /// plain zeroed words, so that the allocator hands out pages that
+    /// become resident only when a set is first written.
+    slots: Box<[u64]>,
     sets_mask: usize,
-    ring: Box<[u8]>,
+    /// The entries. Its capacity is the ring's size; it grows to that
+    /// size as the first lap is written (reserved memory becomes resident
+    /// only when written) and keeps it.
+    ring: Vec<u8>,
+    /// The ring's size.
+    cap: usize,
     /// Virtual offset of the next entry.
     head: u64,
     hasher: foldhash::fast::RandomState,
@@ -140,9 +163,10 @@ impl Memo {
     pub(crate) fn new(sets: usize, ring: usize) -> Memo {
         let sets = sets.max(1).next_power_of_two();
         Memo {
-            slots: vec![Slot::default(); sets * WAYS].into_boxed_slice(),
+            slots: vec![0u64; sets * WAYS * 2].into_boxed_slice(),
             sets_mask: sets - 1,
-            ring: vec![0u8; ring.max(MAX_ENTRY)].into_boxed_slice(),
+            ring: Vec::with_capacity(ring.max(MAX_ENTRY)),
+            cap: ring.max(MAX_ENTRY),
             head: 0,
             hasher: foldhash::fast::RandomState::default(),
         }
@@ -155,14 +179,21 @@ impl Memo {
         h.finish()
     }
 
+    /// Where the set of `hash` starts in [`Memo::slots`].
     fn set(&self, hash: u64) -> usize {
-        (hash as usize & self.sets_mask) * WAYS
+        (hash as usize & self.sets_mask) * WAYS * 2
+    }
+
+    /// The slots of the set starting at `at`.
+    fn ways(&self, at: usize) -> [Slot; WAYS] {
+        let w = &self.slots[at..at + WAYS * 2];
+        std::array::from_fn(|i| Slot::from_words(w[2 * i], w[2 * i + 1]))
     }
 
     /// Whether the entry `s` points at is still whole in the ring.
     fn intact(&self, s: &Slot) -> bool {
         let start = s.end - u64::from(s.size);
-        s.end != 0 && self.head - start <= self.ring.len() as u64
+        s.end != 0 && self.head - start <= self.cap as u64
     }
 
     /// The stored bytes of the entry `s` points at, if it is intact and
@@ -177,7 +208,7 @@ impl Memo {
         if !self.intact(s) {
             return None;
         }
-        let at = ((s.end - u64::from(s.size)) % self.ring.len() as u64) as usize;
+        let at = ((s.end - u64::from(s.size)) % self.cap as u64) as usize;
         let e = self.ring.get(at..at + s.size as usize)?;
         let inst = u64::from_ne_bytes(e[0..8].try_into().ok()?);
         let gen_ = u64::from_ne_bytes(e[8..16].try_into().ok()?);
@@ -204,8 +235,8 @@ impl Memo {
         let hash = self.hash(instance, question);
         let tag = (hash >> 32) as u32;
         let set = self.set(hash);
-        let slots = &self.slots[set..set + WAYS];
-        let (kind, body) = slots
+        let (kind, body) = self
+            .ways(set)
             .iter()
             .filter(|s| s.tag == tag)
             .find_map(|s| self.entry(s, instance, generation, question))?;
@@ -247,12 +278,16 @@ impl Memo {
             _ => return,
         };
         let size = (ENTRY_HEAD + stored_len).next_multiple_of(8);
-        let cap = self.ring.len() as u64;
+        let cap = self.cap as u64;
         // Entries never wrap around the ring's end.
         if self.head % cap + size as u64 > cap {
             self.head = self.head.next_multiple_of(cap);
         }
         let at = (self.head % cap) as usize;
+        if self.ring.len() < at + size {
+            // Within the capacity: no reallocation.
+            self.ring.resize(at + size, 0);
+        }
         let e = &mut self.ring[at..at + size];
         e[0..8].copy_from_slice(&instance.to_ne_bytes());
         e[8..16].copy_from_slice(&generation.to_ne_bytes());
@@ -275,18 +310,20 @@ impl Memo {
         // else the oldest.
         let ring = cap;
         let head = self.head;
-        let slots = &mut self.slots[set..set + WAYS];
+        let slots = self.ways(set);
         let gone = |s: &Slot| s.end == 0 || head - (s.end - u64::from(s.size)) > ring;
         let way = slots
             .iter()
             .position(|s| s.tag == tag && !gone(s))
             .or_else(|| slots.iter().position(gone))
             .unwrap_or_else(|| (0..WAYS).min_by_key(|&i| slots[i].end).unwrap_or(0));
-        slots[way] = Slot {
+        let new = Slot {
             end: head,
             size: size as u32,
             tag,
         };
+        self.slots[set + 2 * way] = new.end;
+        self.slots[set + 2 * way + 1] = new.meta();
     }
 }
 
@@ -396,6 +433,7 @@ mod tests {
     #[test]
     fn wrapping_and_eviction_never_return_another_reply() {
         let mut m = Memo::new(1, 600);
+        let cap0 = m.ring.capacity();
         let mut kept: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for i in 0..200u32 {
             let pkt = query(&format!("n{i}.example."), 9, 0x0100);
@@ -409,6 +447,10 @@ mod tests {
                 }
             }
         }
+        assert!(
+            m.ring.len() <= m.cap && m.ring.capacity() == cap0,
+            "never reallocated"
+        );
         let live = kept
             .iter()
             .filter(|(p, _)| replay(&m, 3, 1, p).is_some())
@@ -421,7 +463,7 @@ mod tests {
     #[test]
     fn the_longest_reply_fits_the_smallest_ring() {
         let mut m = Memo::new(1, 0);
-        assert_eq!(m.ring.len(), MAX_ENTRY);
+        assert_eq!(m.cap, MAX_ENTRY);
         let small = query("s.example.", 1, 0x0100);
         keep_reply(&mut m, 1, 1, &small, 1);
         // 16 bytes per A record: grow the reply up to MAX_REPLY.
