@@ -1104,3 +1104,58 @@ fn memo_keeps_fallthrough() {
     assert!(fell(&ask(&p, &n("nope.kplug.svc"), Rtype::A)));
     assert_eq!(super::memo::hits(), hits + 1);
 }
+
+/// Changes published between queries, questions repeated in random letter
+/// case with random header bits: every reply of the memoizing instance is
+/// byte for byte the reply of a fresh instance (no memo entries) on the
+/// same snapshot, and the memo did serve some of them.
+#[test]
+fn memo_never_serves_a_stale_or_foreign_reply() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut index = clusterdns_k8s::Index::new();
+    let load = |index: &mut clusterdns_k8s::Index, ip: u8| {
+        let base = BASE.replace("10.96.0.1", &format!("10.96.0.{ip}"));
+        clusterdns_k8s::yaml::load_str(index, &format!("{base}{OBJECTS}")).unwrap();
+    };
+    load(&mut index, 1);
+    let names: &[(&str, Rtype)] = &[
+        ("kubernetes.default.svc.cluster.local.", Rtype::A),
+        (
+            "_https._tcp.kubernetes.default.svc.cluster.local.",
+            Rtype::SRV,
+        ),
+        ("1.0.96.10.in-addr.arpa.", Rtype::PTR),
+        ("2.0.96.10.in-addr.arpa.", Rtype::PTR),
+        ("svc1.kplug.svc.cluster.local.", Rtype::A),
+        ("nope.kplug.svc.cluster.local.", Rtype::A),
+        ("hdls.kplug.svc.cluster.local.", Rtype::SRV),
+    ];
+    let k = on_index(&index);
+    let hits = super::memo::hits();
+    for step in 0..600 {
+        if step % 50 == 49 {
+            load(&mut index, rng.u8(1..=2));
+        }
+        let (name, qtype) = names[rng.usize(..names.len())];
+        // Two spellings only, so that repeats happen.
+        let name: String = if rng.bool() {
+            name.to_owned()
+        } else {
+            name.to_ascii_uppercase()
+        };
+        let id = rng.u16(..);
+        let flags = [0x0000, 0x0100, 0x0010, 0x0110][rng.usize(..4)];
+        let (flow, got) = ask_raw(&k, &name, qtype, id, flags);
+        let (want_flow, want) = ask_raw(&on_index(&index), &name, qtype, id, flags);
+        assert_eq!(
+            (flow, &got),
+            (want_flow, &want),
+            "step {step}: {name} {qtype}"
+        );
+    }
+    let served = super::memo::hits() - hits;
+    assert!(
+        served > 300,
+        "only {served} of 600 replies came from the memo"
+    );
+}
