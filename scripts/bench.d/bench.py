@@ -119,10 +119,6 @@ def free_port() -> int:
     raise RuntimeError("no free port")
 
 
-def cpu_ticks(pid: int) -> int:
-    return sum(cpu_split(pid))
-
-
 def cpu_split(pid: int) -> tuple:
     """(utime, stime) of a process, in ticks (fields 14 and 15)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:

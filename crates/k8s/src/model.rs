@@ -431,10 +431,18 @@ pub(crate) struct KeyRef<'a> {
     pub(crate) name: &'a str,
 }
 
+impl<'a> KeyRef<'a> {
+    fn bytes(&self) -> KeyBytes<'a> {
+        KeyBytes {
+            namespace: self.namespace.as_bytes(),
+            name: self.name.as_bytes(),
+        }
+    }
+}
+
 impl Hash for KeyRef<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        hash_lower(self.namespace.as_bytes(), state);
-        hash_lower(self.name.as_bytes(), state);
+        self.bytes().hash(state);
     }
 }
 
@@ -462,8 +470,7 @@ impl Equivalent<ObjKey> for KeyBytes<'_> {
 
 impl Equivalent<ObjKey> for KeyRef<'_> {
     fn equivalent(&self, key: &ObjKey) -> bool {
-        eq_lower(self.name.as_bytes(), key.name.as_bytes())
-            && eq_lower(self.namespace.as_bytes(), key.namespace.as_bytes())
+        self.bytes().equivalent(key)
     }
 }
 
@@ -489,12 +496,12 @@ pub(crate) struct NameRef<'a>(pub(crate) &'a str);
 
 impl Hash for NameRef<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        hash_lower(self.0.as_bytes(), state);
+        NameBytes(self.0.as_bytes()).hash(state);
     }
 }
 impl Equivalent<NameKey> for NameRef<'_> {
     fn equivalent(&self, key: &NameKey) -> bool {
-        eq_lower(self.0.as_bytes(), key.0.as_bytes())
+        NameBytes(self.0.as_bytes()).equivalent(key)
     }
 }
 

@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use clusterdns_plugin::duration::parse_go;
+
 use crate::rig::{REQUIRE_RIG_ENV, Rig, rig_dir, rig_required, workspace_root};
 
 /// A rig of the test's own, taken down (`scripts/rig down`) and deleted on
@@ -159,7 +161,7 @@ impl ApiRequest {
             let len = line.get(start..)?.find('"')?;
             Some(line.get(start..start + len)?.to_string())
         };
-        let latency = go_duration(&field("latency")?)?;
+        let latency = parse_go(&field("latency")?).ok()?;
         Some(ApiRequest {
             verb: field("verb")?,
             uri: field("URI")?,
@@ -168,37 +170,6 @@ impl ApiRequest {
             latency,
         })
     }
-}
-
-/// A Go `time.Duration` string (`1.5ms`, `2m3.04s`, `276.5µs`).
-fn go_duration(s: &str) -> Option<Duration> {
-    let mut total = 0.0f64;
-    let mut rest = s;
-    if rest == "0s" {
-        return Some(Duration::ZERO);
-    }
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let value: f64 = rest.get(..n)?.parse().ok()?;
-        rest = rest.get(n..)?;
-        let u = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match rest.get(..u)? {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" | "μs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = rest.get(u..)?;
-    }
-    Duration::try_from_secs_f64(total).ok()
 }
 
 impl PrivateRig {
@@ -235,11 +206,5 @@ mod tests {
             ApiRequest::parse("I1129 22:38:24.892926 1 x.go:1] other"),
             None
         );
-        assert_eq!(
-            go_duration("276.501µs"),
-            Some(Duration::from_nanos(276_501))
-        );
-        assert_eq!(go_duration("1m2.5s"), Some(Duration::from_millis(62_500)));
-        assert_eq!(go_duration("5x"), None);
     }
 }

@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::edns::{EDNS_DO, MAX_MESSAGE_LEN};
 use crate::error::TruncationError;
 use crate::header::{self, FLAG_CD, FLAG_QR, FLAG_RD, Header, OPCODE_MASK, set_counts};
-use crate::name::{MAX_NAME_LEN, Name};
+use crate::name::{MAX_NAME_LEN, Name, is_uncompressed};
 use crate::query::Query;
 use crate::record::Record;
 use crate::types::{Class, Rcode, Rtype};
@@ -176,25 +176,6 @@ impl Compressor {
             .map(|&off| usize::from(off))
             .find(|&off| buf.get(off..off + 2) == Some(head) && name_eq_at(buf, off, suffix))
     }
-}
-
-/// Whether `wire` is exactly one uncompressed name: labels of at most 63
-/// bytes, the root label last, at most 255 bytes in all.
-fn is_wire_name(wire: &[u8]) -> bool {
-    if wire.len() > MAX_NAME_LEN {
-        return false;
-    }
-    let mut p = 0;
-    while let Some(&len) = wire.get(p) {
-        if len == 0 {
-            return p + 1 == wire.len();
-        }
-        if usize::from(len) > crate::name::MAX_LABEL_LEN {
-            return false;
-        }
-        p += 1 + usize::from(len);
-    }
-    false
 }
 
 /// Whether the (possibly compressed) name at `off` in `buf` is exactly
@@ -407,7 +388,7 @@ impl<'b> MessageBuilder<'b> {
         rname: &[u8],
         values: [u32; 5],
     ) -> Result<(), TruncationError> {
-        if !is_wire_name(owner) || !is_wire_name(mname) || !is_wire_name(rname) {
+        if ![owner, mname, rname].into_iter().all(is_uncompressed) {
             return Err(TruncationError);
         }
         self.enter(section)?;

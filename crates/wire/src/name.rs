@@ -85,6 +85,12 @@ pub(crate) fn walk_name(
 
 /// Wire length of the name at `start` if it is complete, uncompressed and
 /// valid; `None` sends the caller to the general walk.
+/// Whether `wire` is exactly one uncompressed name: labels of at most 63
+/// bytes, the root label last, at most 255 bytes in all.
+pub(crate) fn is_uncompressed(wire: &[u8]) -> bool {
+    uncompressed_len(wire, 0) == Some(wire.len())
+}
+
 fn uncompressed_len(msg: &[u8], start: usize) -> Option<usize> {
     let mut pos = start;
     loop {
@@ -182,21 +188,7 @@ impl Name {
     /// Builds a name from uncompressed wire bytes (a sequence of labels
     /// ending in the root label, nothing after it).
     pub fn from_uncompressed(wire: &[u8]) -> Result<Name, ParseError> {
-        if wire.len() > MAX_NAME_LEN {
-            return Err(ParseError);
-        }
-        let mut pos = 0;
-        loop {
-            let len = usize::from(*wire.get(pos).ok_or(ParseError)?);
-            if len == 0 {
-                break;
-            }
-            if len > MAX_LABEL_LEN {
-                return Err(ParseError);
-            }
-            pos += 1 + len;
-        }
-        if pos + 1 != wire.len() {
+        if !is_uncompressed(wire) {
             return Err(ParseError);
         }
         let mut name = Name::root();

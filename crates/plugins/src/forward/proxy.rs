@@ -342,15 +342,14 @@ impl Proxy {
             }
             None => {
                 self.misses[0].inc();
-                let now = start;
                 Conn {
                     io: UdpConn {
                         sock: self.dial_udp().await?,
                         buf: vec![0u8; 65535].into_boxed_slice(),
                         out: Vec::with_capacity(512),
                     },
-                    created: now,
-                    used: now,
+                    created: start,
+                    used: start,
                 }
             }
         };

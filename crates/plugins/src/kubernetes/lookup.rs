@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 
-use clusterdns_k8s::{Endpoint, Port, Protocol, Service, ServiceEndpoints, ServiceKind, Snapshot};
+use clusterdns_k8s::{Endpoint, Port, Service, ServiceEndpoints, ServiceKind, Snapshot};
 use clusterdns_wire::Name;
 
 /// `svc` or `pod`, the last label before the zone.
@@ -83,12 +83,7 @@ pub(crate) fn parse<'q>(base: &[&'q [u8]]) -> Result<Parsed<'q>, Invalid> {
 fn matches(query: &[u8], value: &[u8]) -> bool {
     // The query is lowercase and so are API port names: the exact
     // comparison usually decides.
-    query.is_empty()
-        || (query.len() == value.len()
-            && query
-                .iter()
-                .zip(value)
-                .all(|(q, v)| q == v || q.eq_ignore_ascii_case(v)))
+    query.is_empty() || query == value || query.eq_ignore_ascii_case(value)
 }
 
 /// How many of a ClusterIP service's ports match the query's port and
@@ -104,19 +99,10 @@ fn cluster_ip_ports(svc: &Service, port: &[u8], protocol: &[u8]) -> usize {
         .count()
 }
 
-/// The protocol's name in lowercase, as query labels are.
-fn protocol_lower(p: Protocol) -> &'static [u8] {
-    match p {
-        Protocol::Tcp => b"tcp",
-        Protocol::Udp => b"udp",
-        Protocol::Sctp => b"sctp",
-    }
-}
-
 /// A port of a service or slice matches the query's port and protocol.
 fn port_matches(port: &[u8], protocol: &[u8], p: &Port) -> bool {
     matches(port, p.name().unwrap_or("").as_bytes())
-        && matches(protocol, protocol_lower(p.protocol()))
+        && matches(protocol, p.protocol().as_str().as_bytes())
 }
 
 fn as_str(b: &[u8]) -> Option<&str> {
@@ -639,9 +625,7 @@ impl<'s, 'q: 's> Found<'s, 'q> {
         }
         self.for_each(f);
     }
-}
 
-impl<'s, 'q: 's> Found<'s, 'q> {
     /// How many entries [`each`](Self::each) yields (a ClusterIP
     /// service's are counted without walking them).
     pub(crate) fn count(&self) -> usize {

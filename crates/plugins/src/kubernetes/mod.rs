@@ -154,7 +154,6 @@ enum Plan<'s, 'q> {
     Cname(&'s str),
     /// SRV records of `Found`.
     Srv(Found<'s, 'q>),
-    /// PTR for an address.
     /// PTR for an address; `only`: its single target, when there is
     /// just one (found while planning; no second lookup to write it).
     Ptr {
