@@ -673,3 +673,68 @@ fn tcp_queries_are_pipelined_on_one_connection() {
     assert_eq!(f.tcp(), 21);
     assert_eq!(f.state.conns.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// A reload that removes a listener stops its UDP workers, but the
+/// forwarded queries they had in flight are still answered.
+#[test]
+fn a_listener_removed_by_reload_still_answers_its_forwarded_queries() {
+    let up = Fault::start(9);
+    up.state
+        .delay_ms
+        .store(1500, std::sync::atomic::Ordering::SeqCst);
+    up.set(Mode::Slow);
+    let p2 = free_port();
+    let keep = "example.org:{PORT} {\n    whoami\n}\n";
+    let s = Server::start(&format!("{keep}.:{p2} {{\n    forward . {}\n}}\n", up.to()));
+    let asked = std::thread::spawn(move || {
+        fault::exchange(
+            p2,
+            &fault::query("slow.test", 0x4242),
+            Duration::from_secs(5),
+        )
+    });
+    // The query is upstream (1.5 s away) when the listener goes.
+    let t0 = Instant::now();
+    while up.queries() == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "query never reached the upstream"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(&s.corefile, keep.replace("{PORT}", &s.port.to_string())).unwrap();
+    let sent = Command::new("kill")
+        .args(["-USR1", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    // The listener is gone once the reload is through (its port refuses).
+    let gone = Instant::now();
+    while fault::exchange(
+        p2,
+        &fault::query("after.test", 1),
+        Duration::from_millis(100),
+    )
+    .is_some()
+    {
+        assert!(
+            gone.elapsed() < Duration::from_secs(1),
+            "listener still serving"
+        );
+    }
+    // Well before the upstream's reply is due.
+    assert!(
+        t0.elapsed() < Duration::from_millis(1200),
+        "the listener went only after {:?}",
+        t0.elapsed()
+    );
+    let reply = asked
+        .join()
+        .unwrap()
+        .expect("the in-flight query was not answered");
+    assert_eq!(&reply[..2], &[0x42, 0x42]);
+    assert_eq!(reply[3] & 0x0f, 0, "rcode {}", reply[3] & 0x0f);
+    assert_eq!(&reply[reply.len() - 4..], &[192, 0, 2, 9]);
+    let (log, _) = s.stop();
+    assert!(log.contains("Reloading complete"), "{log}");
+}

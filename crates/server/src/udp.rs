@@ -1,19 +1,25 @@
 //! UDP: one SO_REUSEPORT socket and one task per worker, each running
 //! receive batch → synchronous chain → send batch. Queries that need I/O
-//! are spawned as tasks on the same runtime and answered from there on
-//! the same socket: a worker thread of the runtime serves both, so a
-//! forwarded query costs no hand-over between threads.
+//! become futures that the same task drives between batches, answered
+//! from there on the same socket: no task is spawned per query and a
+//! forwarded query never changes threads.
 
+use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use clusterdns_plugin::Deferred;
 use clusterdns_plugin::{Proto, ResponseWriter};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::io::unix::AsyncFd;
-use tokio::task::JoinHandle;
+use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
+use tokio::sync::oneshot;
 
 use crate::handle::{Handled, Meta, serve_async, serve_sync};
 use crate::mux::Mux;
@@ -29,7 +35,8 @@ const SEND_RETRIES: u32 = 20;
 
 /// The running UDP side of one listener.
 pub(crate) struct UdpListener {
-    tasks: Vec<JoinHandle<()>>,
+    /// One per worker: sending (or dropping) it stops that worker.
+    stops: Vec<oneshot::Sender<()>>,
     pub(crate) local: SocketAddr,
 }
 
@@ -57,18 +64,22 @@ impl UdpListener {
         for s in sockets {
             registered.push(Arc::new(sys::register(s)?));
         }
-        let tasks = registered
+        let stops = registered
             .into_iter()
-            .map(|sock| rt.spawn(worker(sock, local, mux.clone())))
+            .map(|sock| {
+                let (stop, stopped) = oneshot::channel();
+                rt.spawn(worker(sock, local, mux.clone(), stopped));
+                stop
+            })
             .collect();
-        Ok(Self { tasks, local })
+        Ok(Self { stops, local })
     }
 
-    /// Stops the workers. Queries already handed to the runtime are
-    /// still answered.
+    /// Stops the workers: they receive no more, and finish the queries
+    /// they were already answering (dropping the listener does the same).
     pub(crate) fn stop(self) {
-        for t in self.tasks {
-            t.abort();
+        for s in self.stops {
+            let _ = s.send(());
         }
     }
 }
@@ -94,16 +105,65 @@ fn bind(addr: SocketAddr) -> std::io::Result<Socket> {
     Ok(s)
 }
 
-async fn worker(sock: Arc<AsyncFd<Socket>>, local: SocketAddr, mux: Arc<ArcSwap<Mux>>) {
+/// What a worker waits for.
+enum Event<'a> {
+    Readable(std::io::Result<AsyncFdReadyGuard<'a, Socket>>),
+    Stop,
+}
+
+/// The asynchronous pass of one deferred query, answered with `sendto`
+/// on the worker's socket. The worker polls it; nothing is spawned.
+async fn deferred(
+    sock: &AsyncFd<Socket>,
+    table: Arc<Mux>,
+    packet: Vec<u8>,
+    meta: Meta,
+    at: Deferred,
+) {
+    let mut w = ResponseWriter::default();
+    if serve_async(&table, &packet, meta, at, &mut w).await == Handled::Reply {
+        let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), meta.client);
+    }
+}
+
+/// Sleeps for `d` while still driving the deferred queries.
+async fn pause<S: futures_util::Stream + Unpin>(pending: &mut S, d: Duration) {
+    let mut sleep = std::pin::pin!(tokio::time::sleep(d));
+    poll_fn(|cx| {
+        while let Poll::Ready(Some(_)) = pending.poll_next_unpin(cx) {}
+        sleep.as_mut().poll(cx)
+    })
+    .await;
+}
+
+async fn worker(
+    sock: Arc<AsyncFd<Socket>>,
+    local: SocketAddr,
+    mux: Arc<ArcSwap<Mux>>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let fd = sock.as_raw_fd();
     let mut batch = Batch::new(BATCH);
     let mut w = ResponseWriter::new();
+    // The deferred queries in flight, driven by this task between
+    // batches (a spawned task per query cost an allocation aligned to a
+    // cache line and the moves of its future in and out of the task).
+    let mut pending = FuturesUnordered::new();
     loop {
-        let mut guard = match sock.readable().await {
-            Ok(g) => g,
-            Err(e) => {
+        let event = poll_fn(|cx| {
+            while let Poll::Ready(Some(())) = pending.poll_next_unpin(cx) {}
+            if Pin::new(&mut stop).poll(cx).is_ready() {
+                return Poll::Ready(Event::Stop);
+            }
+            sock.poll_read_ready(cx).map(Event::Readable)
+        })
+        .await;
+        let mut guard = match event {
+            Event::Stop => break,
+            Event::Readable(Ok(g)) => g,
+            Event::Readable(Err(e)) => {
                 clusterdns_plugin::error!("", "udp receive on {local}: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                pause(&mut pending, Duration::from_millis(10)).await;
                 continue;
             }
         };
@@ -117,7 +177,7 @@ async fn worker(sock: Arc<AsyncFd<Socket>>, local: SocketAddr, mux: Arc<ArcSwap<
                     _ => {
                         drop(guard);
                         clusterdns_plugin::error!("", "udp receive on {local}: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        pause(&mut pending, Duration::from_millis(10)).await;
                     }
                 }
                 continue;
@@ -154,17 +214,10 @@ async fn worker(sock: Arc<AsyncFd<Socket>>, local: SocketAddr, mux: Arc<ArcSwap<
                 }
                 Handled::Drop => {}
                 Handled::Defer(at) => {
-                    let packet = packet.to_vec();
                     // The table that deferred the query, so that `at`
                     // names the same plugin even if a reload swapped it.
                     let table = Arc::clone(&table);
-                    let sock = sock.clone();
-                    tokio::spawn(async move {
-                        let mut w = ResponseWriter::default();
-                        if serve_async(&table, &packet, meta, at, &mut w).await == Handled::Reply {
-                            let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), client);
-                        }
-                    });
+                    pending.push(deferred(&sock, table, packet.to_vec(), meta, at));
                 }
             }
         }
@@ -176,7 +229,7 @@ async fn worker(sock: Arc<AsyncFd<Socket>>, local: SocketAddr, mux: Arc<ArcSwap<
             // would.
             let mut tries = 0;
             loop {
-                tokio::time::sleep(SEND_RETRY).await;
+                pause(&mut pending, SEND_RETRY).await;
                 tries += 1;
                 if batch.send(fd).is_ok() {
                     break;
@@ -188,4 +241,6 @@ async fn worker(sock: Arc<AsyncFd<Socket>>, local: SocketAddr, mux: Arc<ArcSwap<
             }
         }
     }
+    // Stopped: the queries in flight are still answered.
+    while pending.next().await.is_some() {}
 }
