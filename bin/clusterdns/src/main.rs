@@ -2,6 +2,7 @@
 //! Corefile and the compiled-in plugins to the server. Nothing else lives
 //! here.
 
+mod alloc;
 mod flags;
 
 use std::path::PathBuf;
@@ -10,7 +11,7 @@ use std::process::ExitCode;
 use clusterdns_server::{ConfigSource, RunOptions};
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 /// mimalloc v3's index of `mi_option_purge_delay` in `enum mi_option_e` (mimalloc.h); the
 /// Rust bindings have no constant for it. Checked by the `purge_delay_index` test.
