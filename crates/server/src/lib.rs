@@ -7,7 +7,7 @@
 //!     ▼                                                    ▼
 //!  handle::serve_sync ── parse ── checks ── mux (longest zone) ── Chain::run_sync
 //!     │  Reply: scrub (OPT, truncate) → sendmmsg batch
-//!     │  Defer: copy packet → tokio task → Chain::run_async_from → scrub → sendto
+//!     │  Defer: copy packet → future the worker drives → Chain::run_async_from → scrub → sendto
 //!     ▼
 //!  admin HTTP (health, ready, metrics routes registered by plugins)
 //! ```

@@ -13,8 +13,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::Deferred;
-use clusterdns_plugin::{Proto, ResponseWriter};
+use clusterdns_plugin::{Deferred, Proto, ResponseWriter};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -62,7 +61,7 @@ impl UdpListener {
         let _enter = rt.enter();
         let mut registered = Vec::with_capacity(sockets.len());
         for s in sockets {
-            registered.push(Arc::new(sys::register(s)?));
+            registered.push(sys::register(s)?);
         }
         let stops = registered
             .into_iter()
@@ -137,7 +136,7 @@ async fn pause<S: futures_util::Stream + Unpin>(pending: &mut S, d: Duration) {
 }
 
 async fn worker(
-    sock: Arc<AsyncFd<Socket>>,
+    sock: AsyncFd<Socket>,
     local: SocketAddr,
     mux: Arc<ArcSwap<Mux>>,
     mut stop: oneshot::Receiver<()>,
