@@ -20,19 +20,31 @@ use crate::{Proto, Request};
 
 /// A query for `name`/`qtype` (ID 0x1234, RD set, no EDNS).
 pub fn query(name: &str, qtype: Rtype) -> Vec<u8> {
-    build_query(name, qtype, None)
+    build_query(name, qtype, 0x1234, 0x0100, None)
+}
+
+/// A query for `name`/`qtype` with this ID and these header flags (no
+/// EDNS).
+pub fn query_with_header(name: &str, qtype: Rtype, id: u16, flags: u16) -> Vec<u8> {
+    build_query(name, qtype, id, flags, None)
 }
 
 /// A query with an OPT record: payload size and DO bit.
 pub fn query_edns(name: &str, qtype: Rtype, udp_size: u16, do_bit: bool) -> Vec<u8> {
-    build_query(name, qtype, Some((udp_size, do_bit)))
+    build_query(name, qtype, 0x1234, 0x0100, Some((udp_size, do_bit)))
 }
 
-fn build_query(name: &str, qtype: Rtype, edns: Option<(u16, bool)>) -> Vec<u8> {
+fn build_query(
+    name: &str,
+    qtype: Rtype,
+    id: u16,
+    flags: u16,
+    edns: Option<(u16, bool)>,
+) -> Vec<u8> {
     let mut buf = Vec::new();
     let header = Header {
-        id: 0x1234,
-        flags: 0x0100,
+        id,
+        flags,
         ..Header::default()
     };
     let mut b = MessageBuilder::new(&mut buf, header);

@@ -83,14 +83,14 @@ pub(crate) fn walk_name(
     }
 }
 
-/// Wire length of the name at `start` if it is complete, uncompressed and
-/// valid; `None` sends the caller to the general walk.
 /// Whether `wire` is exactly one uncompressed name: labels of at most 63
 /// bytes, the root label last, at most 255 bytes in all.
 pub(crate) fn is_uncompressed(wire: &[u8]) -> bool {
     uncompressed_len(wire, 0) == Some(wire.len())
 }
 
+/// Wire length of the name at `start` if it is complete, uncompressed and
+/// valid; `None` sends the caller to the general walk.
 fn uncompressed_len(msg: &[u8], start: usize) -> Option<usize> {
     let mut pos = start;
     loop {

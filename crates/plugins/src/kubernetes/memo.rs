@@ -308,17 +308,14 @@ impl Memo {
         let set = self.set(hash);
         // The way that held this key, else an empty or overwritten one,
         // else the oldest.
-        let ring = cap;
-        let head = self.head;
         let slots = self.ways(set);
-        let gone = |s: &Slot| s.end == 0 || head - (s.end - u64::from(s.size)) > ring;
         let way = slots
             .iter()
-            .position(|s| s.tag == tag && !gone(s))
-            .or_else(|| slots.iter().position(gone))
+            .position(|s| s.tag == tag && self.intact(s))
+            .or_else(|| slots.iter().position(|s| !self.intact(s)))
             .unwrap_or_else(|| (0..WAYS).min_by_key(|&i| slots[i].end).unwrap_or(0));
         let new = Slot {
-            end: head,
+            end: self.head,
             size: size as u32,
             tag,
         };
@@ -330,25 +327,13 @@ impl Memo {
 #[cfg(test)]
 mod tests {
     use clusterdns_plugin::testing;
-    use clusterdns_wire::{Class, Header, MessageBuilder, Name, Query, RData, Rtype, Section};
+    use clusterdns_wire::{Class, Name, Query, RData, Rtype, Section};
 
     use super::*;
 
     /// A query for `name` A with `id` and header `flags`.
     fn query(name: &str, id: u16, flags: u16) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut b = MessageBuilder::new(
-            &mut buf,
-            Header {
-                id,
-                flags,
-                ..Header::default()
-            },
-        );
-        let qname = Name::from_ascii(name).unwrap();
-        b.push_question(&qname, Rtype::A, Class::IN).unwrap();
-        b.finish();
-        buf
+        testing::query_with_header(name, Rtype::A, id, flags)
     }
 
     /// Builds a reply to `pkt` with `n` A records and keeps it.

@@ -1002,19 +1002,8 @@ fn ask_raw(
     id: u16,
     flags: u16,
 ) -> (String, Vec<u8>) {
-    use clusterdns_wire::{Class, Header, MessageBuilder, Name, Query};
-    let mut pkt = Vec::new();
-    let mut b = MessageBuilder::new(
-        &mut pkt,
-        Header {
-            id,
-            flags,
-            ..Header::default()
-        },
-    );
-    b.push_question(&Name::from_ascii(name).unwrap(), qtype, Class::IN)
-        .unwrap();
-    b.finish();
+    use clusterdns_wire::{Name, Query};
+    let pkt = testing::query_with_header(name, qtype, id, flags);
     let q = Query::parse(&pkt).unwrap();
     let zone = Name::root();
     let req = testing::request(&q, &zone);
