@@ -42,6 +42,16 @@ pub struct Name {
 /// labels that contains them, and not into the header. Each hop therefore
 /// lands earlier than the last, so loops are impossible and the walk is
 /// bounded by the message length.
+///
+/// What a pointer leads to must also lie wholly before the pointer: after
+/// a hop, every byte read (labels, the root, the next pointer) comes from
+/// the part of the message before the pointer just followed. A name thus
+/// never depends on bytes after the place it is written, which is what
+/// lets [`truncate`](crate::truncate) keep any prefix of whole records.
+/// Without this rule a pointer could land on a label that runs over the
+/// pointer itself and on into later records, and cutting those records
+/// would leave a name that no longer parses. Encoders only ever point at
+/// an earlier complete name, so no real message is refused by it.
 pub(crate) fn walk_name(
     msg: &[u8],
     off: &mut usize,
@@ -51,15 +61,18 @@ pub(crate) fn walk_name(
     let mut run_start = pos;
     let mut end = None;
     let mut total = 1;
+    // The bytes this name may read: all of them until the first hop, then
+    // only those before the last pointer followed.
+    let mut window = msg;
     loop {
-        let len = usize::from(*msg.get(pos).ok_or(ParseError)?);
+        let len = usize::from(*window.get(pos).ok_or(ParseError)?);
         match len & 0xC0 {
             0x00 if len == 0 => {
                 *off = end.unwrap_or(pos + 1);
                 return Ok(total);
             }
             0x00 => {
-                let bytes = msg.get(pos + 1..pos + 1 + len).ok_or(ParseError)?;
+                let bytes = window.get(pos + 1..pos + 1 + len).ok_or(ParseError)?;
                 total += len + 1;
                 if total > MAX_NAME_LEN {
                     return Err(ParseError);
@@ -68,12 +81,13 @@ pub(crate) fn walk_name(
                 pos += len + 1;
             }
             0xC0 => {
-                let low = usize::from(*msg.get(pos + 1).ok_or(ParseError)?);
+                let low = usize::from(*window.get(pos + 1).ok_or(ParseError)?);
                 let target = ((len & 0x3F) << 8) | low;
                 if target >= run_start || target < HEADER_LEN {
                     return Err(ParseError);
                 }
                 end.get_or_insert(pos + 2);
+                window = &window[..pos];
                 pos = target;
                 run_start = target;
             }
@@ -779,6 +793,14 @@ mod tests {
         // Pointer past the end.
         let m = msg(b"\x00\xC0\xFF");
         assert_eq!(Name::from_wire(&m, &mut 13), Err(ParseError));
+        // Backwards, but onto a label that runs over the pointer itself:
+        // 12: label of 4 bytes (13..17) covering the pointer at 14.
+        let m = msg(b"\x04a\xC0\x0Cb\x00");
+        assert_eq!(Name::from_wire(&m, &mut 14), Err(ParseError));
+        // Backwards, onto a name whose root comes after the pointer: the
+        // label at 12 holds the pointer's bytes, the root is at 16.
+        let m = msg(b"\x03a\xC0\x0C\x00");
+        assert_eq!(Name::from_wire(&m, &mut 14), Err(ParseError));
         // Pointer into the header.
         let m = msg(b"\xC0\x02");
         assert_eq!(Name::from_wire(&m, &mut 12), Err(ParseError));

@@ -5,7 +5,7 @@ use clusterdns_wire::{
     Class, Message, MessageBuilder, ParseError, Query, RData, Rtype, Section, truncate,
 };
 
-use crate::{name, query_packet};
+use crate::{Rng, name, query_packet};
 
 /// A reply with `n` A answers and `extra` glue records, with or without OPT.
 fn big_reply(n: u8, extra: u8, edns: bool) -> Vec<u8> {
@@ -143,17 +143,24 @@ fn fuzz_crashes_bad_opt_is_rejected() {
         include_bytes!("../data/truncate-crash-50e37366.bin"),
     ];
     for input in inputs {
-        assert!(Message::parse(input).is_err());
-        // The fuzz target's invariant.
-        for max in [512, 1232] {
-            let mut v = input.to_vec();
-            if let Ok(true) = truncate(&mut v, max) {
-                assert!(Message::parse(&v).is_ok(), "max {max}");
-            }
-        }
+        rejected_and_left_untouched(input);
+    }
+}
+
+/// A fuzzer crash input: malformed, so `truncate` refuses to cut it, and
+/// leaves it as it was when it fits (and so keeps the fuzz target's
+/// invariant).
+fn rejected_and_left_untouched(input: &[u8]) {
+    assert!(Message::parse(input).is_err());
+    for max in [512, 1232] {
         let mut v = input.to_vec();
-        assert_eq!(truncate(&mut v, 512), Err(ParseError));
-        assert_eq!(v, input, "left untouched on error");
+        let expected = if input.len() > max {
+            Err(ParseError)
+        } else {
+            Ok(false)
+        };
+        assert_eq!(truncate(&mut v, max), expected, "max {max}");
+        assert_eq!(v, input, "left untouched");
     }
 }
 
@@ -216,4 +223,141 @@ fn second_opt_is_an_ordinary_record() {
     let extra: Vec<_> = msg.section(Section::Additional).collect();
     assert_eq!(extra.last().unwrap().rtype, Rtype::OPT);
     assert_eq!(extra.iter().filter(|r| r.rtype == Rtype::OPT).count(), 1);
+}
+
+/// The third crash the fuzzer found (CI run on `1e2affd`): nine questions,
+/// the last of them a pointer back onto a label that runs over the pointer
+/// itself and on past the cut. The old rule (a pointer lands before the
+/// run that holds it) let that through, so the message parsed, but its
+/// questions read bytes that `truncate` then cut away. A name may now only
+/// read bytes before the pointer it followed, so the input is malformed.
+#[test]
+fn fuzz_crash_87a7e714_question_reading_past_the_cut() {
+    rejected_and_left_untouched(include_bytes!("../data/truncate-crash-87a7e714.bin"));
+}
+
+/// Appends a name: a few labels of random length, ended by the root or by
+/// a pointer back to the start of an earlier label (`labels`) or to any
+/// earlier byte: a hostile upstream chooses freely. Label bytes are small
+/// values, so a pointer that lands mid-label still often reads as labels,
+/// some of them running over the pointer and beyond.
+fn push_random_name(rng: &mut Rng, m: &mut Vec<u8>, labels: &mut Vec<usize>) {
+    let start = labels.len();
+    for _ in 0..rng.below(4) {
+        let len = 1 + rng.below(12);
+        labels.push(m.len());
+        m.push(len as u8);
+        m.extend((0..len).map(|_| rng.below(16) as u8));
+    }
+    // Only earlier names' labels: one of this name would be a loop.
+    let earlier = &labels[..start];
+    let target = match rng.below(4) {
+        0 => None,
+        1 if m.len() > 12 => Some(12 + rng.below(m.len() - 12)),
+        _ if !earlier.is_empty() => Some(earlier[rng.below(earlier.len())]),
+        _ => None,
+    };
+    match target {
+        Some(t) => m.extend_from_slice(&(0xC000 | t as u16).to_be_bytes()),
+        None => m.push(0),
+    }
+}
+
+/// A message of random questions and records whose names point back at
+/// random places, with an OPT record or none.
+fn random_message(rng: &mut Rng) -> Vec<u8> {
+    let qd = 1 + rng.below(3) as u16;
+    let counts = [
+        rng.below(40) as u16,
+        rng.below(6) as u16,
+        rng.below(6) as u16,
+    ];
+    let edns = rng.below(2) == 0;
+    let mut m = vec![0u8; 12];
+    m[2] = 0x81;
+    let mut labels = Vec::new();
+    for _ in 0..qd {
+        push_random_name(rng, &mut m, &mut labels);
+        m.extend_from_slice(&[0, 1, 0, 1]);
+    }
+    for _ in 0..counts.iter().sum::<u16>() {
+        push_random_name(rng, &mut m, &mut labels);
+        if rng.below(2) == 0 {
+            // CNAME: the rdata is a name too.
+            m.extend_from_slice(&[0, 5, 0, 1, 0, 0, 0, 30, 0, 0]);
+            let at = m.len();
+            push_random_name(rng, &mut m, &mut labels);
+            let rdlen = (m.len() - at) as u16;
+            m[at - 2..at].copy_from_slice(&rdlen.to_be_bytes());
+        } else {
+            let len = rng.below(24);
+            m.extend_from_slice(&[0, 99, 0, 1, 0, 0, 0, 30, 0, len as u8]);
+            m.extend((0..len).map(|_| rng.below(16) as u8));
+        }
+    }
+    let arcount = counts[2] + u16::from(edns);
+    if edns {
+        m.extend_from_slice(&[0, 0, 41, 4, 0xD0, 0, 0, 0, 0, 0, 0]);
+    }
+    let header = [qd, counts[0], counts[1], arcount];
+    for (i, n) in header.into_iter().enumerate() {
+        m[4 + 2 * i..6 + 2 * i].copy_from_slice(&n.to_be_bytes());
+    }
+    m
+}
+
+/// The invariant behind every truncated reply, on messages the fuzzer
+/// would take a long time to stumble on: whenever `truncate` cuts, the
+/// result parses, keeps the question section byte for byte and the OPT
+/// record, and is within the limit (unless the header, question and OPT
+/// alone exceed it, in which case nothing else is left).
+#[test]
+fn a_truncated_message_parses_keeps_its_question_and_fits() {
+    let mut rng = Rng(0x7A0C_A7E5_0000_0012);
+    let (mut valid, mut cut) = (0, 0);
+    for _ in 0..40_000 {
+        let input = random_message(&mut rng);
+        let Ok(before) = Message::parse(&input) else {
+            continue;
+        };
+        valid += 1;
+        let questions = before.question_range();
+        // The OPT record's fields (its option list moves with the record).
+        let fields = |m: &Message<'_>| {
+            m.opt().map(|e| {
+                (
+                    e.udp_size,
+                    e.ext_rcode,
+                    e.version,
+                    e.do_bit,
+                    e.options.len(),
+                )
+            })
+        };
+        let opt = fields(&before);
+        for limit in [0, 512, 600, 1232] {
+            let mut out = input.clone();
+            if truncate(&mut out, limit) != Ok(true) {
+                continue;
+            }
+            cut += 1;
+            let after = Message::parse(&out)
+                .unwrap_or_else(|_| panic!("output must parse: {input:02x?} at {limit}"));
+            assert_eq!(after.question_range(), questions);
+            assert_eq!(out[questions.clone()], input[questions.clone()]);
+            assert_eq!(after.header().qdcount, before.header().qdcount);
+            assert_eq!(fields(&after), opt);
+            let h = after.header();
+            let only_fixed_part =
+                h.ancount + h.nscount == 0 && h.arcount == u16::from(opt.is_some());
+            assert!(
+                out.len() <= limit.max(512) || only_fixed_part,
+                "{} bytes for a limit of {limit}",
+                out.len()
+            );
+        }
+    }
+    // The generator must reach the interesting part: enough messages that
+    // parse and are long enough to be cut.
+    assert!(valid > 2_000 && cut > 1_000, "valid {valid}, cut {cut}");
 }
