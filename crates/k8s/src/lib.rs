@@ -1,6 +1,7 @@
 //! Kubernetes watch and index: Services, EndpointSlices, Pods and Namespaces, kept slim and
 //! published as immutable snapshots. This crate knows nothing of DNS serving: the
-//! `kubernetes` plugin reads [`Snapshot`]s and turns them into records.
+//! `kubernetes` plugin reads [`Snapshot`]s and turns them into records. The API client it
+//! watches with comes from `clusterdns-kube`.
 //!
 //! ```text
 //!  kube-apiserver
@@ -88,7 +89,6 @@ mod error;
 mod hooks;
 mod index;
 pub mod model;
-mod ratelimit;
 mod shard;
 mod snapshot;
 mod watch;
@@ -102,9 +102,14 @@ pub use model::{
     AddressType, Conditions, Endpoint, EndpointSlice, Namespace, ObjKey, Pod, Port, Protocol,
     Service, ServiceKind,
 };
-pub use ratelimit::{ClientLimits, DEFAULT_BURST, DEFAULT_QPS, RateLimit, RequestObserver};
 pub use snapshot::{Counts, ReverseHit, ServiceEndpoints, Snapshot, Snapshots};
-pub use watch::{ClientSource, TlsFiles, Watch, WatchConfig};
+pub use watch::{Watch, WatchConfig};
+
+/// The API client (configuration sources, TLS files, client-side limits, request observer)
+/// lives in `clusterdns-kube`; re-exported so that a watch's caller names one crate.
+pub use clusterdns_kube::{
+    ClientLimits, ClientSource, DEFAULT_BURST, DEFAULT_QPS, RateLimit, RequestObserver, TlsFiles,
+};
 
 /// Re-exported so that callers build objects with the exact API version this crate uses.
 pub use k8s_openapi;

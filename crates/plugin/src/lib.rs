@@ -33,8 +33,6 @@
 mod chain;
 pub mod duration;
 mod error;
-pub mod log;
-pub mod metrics;
 mod request;
 pub mod setup;
 pub mod testing;
@@ -46,5 +44,6 @@ pub use request::{Family, Proto, Request};
 pub use setup::{ChainTail, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared};
 pub use writer::ResponseWriter;
 
-/// Metric namespace shared by every metric, as in CoreDNS.
-pub const NAMESPACE: &str = "coredns";
+// The metrics registry and log lines live in clusterdns-observe, which
+// agents that are not plugins use too; plugins keep reaching them here.
+pub use clusterdns_observe::{NAMESPACE, error, info, log, metrics, warning};

@@ -1,0 +1,13 @@
+//! Observability shared by every job of the binary: the Prometheus
+//! [`metrics`] registry and the process [`log`] lines in CoreDNS's format.
+//!
+//! This crate sits under the plugin contract (`clusterdns-plugin`
+//! re-exports it), so an agent that is not a plugin, such as the node-cache
+//! agent or the autoscaler, can count and log the same way without taking
+//! on the plugin contract. It knows nothing of DNS.
+
+pub mod log;
+pub mod metrics;
+
+/// Metric namespace shared by every metric, as in CoreDNS.
+pub const NAMESPACE: &str = "coredns";
