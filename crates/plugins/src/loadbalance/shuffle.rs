@@ -2,11 +2,15 @@
 //!
 //! Records are not re-encoded: two records of the same kind and the same
 //! encoded length swap their bytes. That keeps every compression pointer
-//! valid provided (1) no pointer anywhere in the message points into a
-//! record that moves and (2) every pointer inside a moving record points
-//! before the first slot of its group (so it still points backwards after
-//! the move). A group that breaks either rule is left as it is. Nothing is
-//! allocated: the record table lives on the stack.
+//! valid provided (1) no name anywhere in the message reads a byte of a
+//! record that moves and (2) every name a pointer inside a moving record
+//! leads to lies wholly before the first slot of its group (so after the
+//! move it is still before the pointer, as the wire parser requires). A
+//! "name a pointer leads to" is every byte its walk reads, pointers
+//! followed, not only the byte it points at: a pointer may land on a name
+//! that runs on into later records. A group that breaks either rule is
+//! left as it is. Nothing is allocated: the record table lives on the
+//! stack.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -23,10 +27,11 @@ struct Slot {
     rdata: u16,
     rtype: u16,
     section: u8,
-    /// Some pointer in the message targets a byte of this record.
+    /// Some name in the message reads a byte of this record.
     pointed: bool,
-    /// Smallest pointer target inside this record (0: none).
-    min_target: u16,
+    /// The last byte read by the names this record's pointers lead to
+    /// (0: no pointer).
+    reach: u16,
 }
 
 /// A subnet for `prefer`.
@@ -120,21 +125,30 @@ pub(crate) struct Plan<'a> {
     pub prefer: &'a [Subnet],
 }
 
-/// Marks the slot containing offset `t` as pointed into.
-fn mark(slots: &mut [Slot], t: u16) {
-    let i = slots.partition_point(|s| s.start <= t);
-    if i > 0 {
-        let s = &mut slots[i - 1];
-        if u32::from(t) < u32::from(s.start) + u32::from(s.len) {
-            s.pointed = true;
-        }
+/// Marks the slots holding any byte of `from..=to` as pointed into.
+fn mark(slots: &mut [Slot], from: u16, to: u16) {
+    let first = slots.partition_point(|s| u32::from(s.start) + u32::from(s.len) <= u32::from(from));
+    for s in slots[first..].iter_mut().take_while(|s| s.start <= to) {
+        s.pointed = true;
     }
 }
 
-fn note_target(slot: &mut Slot, t: u16) {
-    if slot.min_target == 0 || t < slot.min_target {
-        slot.min_target = t;
+/// The last byte the name at `t` reads, its pointers followed; `u16::MAX`
+/// when the walk does not end (the message is then malformed anyway).
+fn reach(buf: &[u8], mut t: usize) -> u16 {
+    let mut last = 0;
+    // Bounded: a real name has at most 127 labels and as many pointers.
+    for _ in 0..128 {
+        let Some((end, next)) = scan_name(buf, t) else {
+            return u16::MAX;
+        };
+        last = last.max(end - 1);
+        match next {
+            Some(n) => t = usize::from(n),
+            None => return u16::try_from(last).unwrap_or(u16::MAX),
+        }
     }
+    u16::MAX
 }
 
 /// Fills `slots` with the layout of `buf`; returns how many records
@@ -172,7 +186,7 @@ fn layout<const N: usize>(buf: &[u8], slots: &mut [Slot; N]) -> Option<usize> {
                 rtype,
                 section: section as u8,
                 pointed: false,
-                min_target: 0,
+                reach: 0,
             };
             let mut targets = [0u16; 3];
             let mut nt = 0;
@@ -194,13 +208,15 @@ fn layout<const N: usize>(buf: &[u8], slots: &mut [Slot; N]) -> Option<usize> {
                     p = e;
                 }
             }
-            for &t in &targets[..nt] {
-                note_target(&mut slot, t);
+            let mut reaches = [0u16; 3];
+            for (r, &t) in reaches.iter_mut().zip(&targets[..nt]) {
+                *r = reach(buf, usize::from(t));
+                slot.reach = slot.reach.max(*r);
             }
             slots[n] = slot;
             n += 1;
-            for &t in &targets[..nt] {
-                mark(&mut slots[..n], t);
+            for (&t, &r) in targets[..nt].iter().zip(&reaches) {
+                mark(&mut slots[..n], t, r);
             }
             off = end;
         }
@@ -298,7 +314,7 @@ fn shuffle_in<const N: usize>(buf: &mut [u8], plan: &Plan<'_>) -> usize {
             done[j] = true;
             group[g] = j as u16;
             g += 1;
-            ok &= !s.pointed && (s.min_target == 0 || s.min_target < slots[i].start);
+            ok &= !s.pointed && (s.reach == 0 || s.reach < slots[i].start);
         }
         if g < 2 || !ok {
             continue;

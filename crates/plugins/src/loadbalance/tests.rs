@@ -322,12 +322,19 @@ fn prefer_moves_preferred_subnets_first_in_their_order() {
     );
 }
 
+/// The shuffle's seed for the garbage test: with it, the rule that only
+/// looked at where a moving record's pointers land (not at how far the
+/// names there run) turned a valid message invalid (case 1858).
+const SHUFFLE_SEED: u64 = 1;
+
 #[test]
 fn garbage_never_panics_and_valid_messages_stay_valid() {
     let p = LoadBalance { prefer: vec![] };
     let mut rng = fastrand::Rng::with_seed(7);
+    // The shuffle's own draws too, so every run tries the same orders.
+    fastrand::seed(SHUFFLE_SEED);
     let base = a_records(5);
-    for i in 0..5000 {
+    for i in 0..20_000 {
         let mut msg = base.clone();
         // Flip a few bytes (keep the header's rcode NOERROR half the time).
         for _ in 0..rng.usize(1..4) {
