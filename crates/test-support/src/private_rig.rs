@@ -47,9 +47,16 @@ impl PrivateRig {
             eprintln!("SKIPPED: {msg}");
             return None;
         }
+        // A second try, on other ports, covers a port taken between the
+        // pick and the bind by a process outside the test's control.
+        let first = match PrivateRig::up(&shared_bin, env) {
+            Ok(rig) => return Some(rig),
+            Err(e) => e,
+        };
+        eprintln!("private rig: first start failed, trying other ports: {first}");
         match PrivateRig::up(&shared_bin, env) {
             Ok(rig) => Some(rig),
-            Err(e) => panic!("starting a private rig: {e}"),
+            Err(e) => panic!("starting a private rig (twice): {first}\n---\n{e}"),
         }
     }
 
@@ -64,15 +71,7 @@ impl PrivateRig {
         std::os::unix::fs::symlink(shared_bin, dir.join("bin"))?;
         // From here on, drop takes down whatever `up` managed to start.
         let mut private = PrivateRig { rig: None, dir };
-        // Four free TCP ports, held together so that they differ.
-        let listeners = (0..4)
-            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-            .collect::<io::Result<Vec<_>>>()?;
-        let ports = listeners
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.port().to_string()))
-            .collect::<io::Result<Vec<_>>>()?;
-        drop(listeners);
+        let ports = free_ports(n)?;
         let mut cmd = Command::new(workspace_root().join("scripts/rig"));
         cmd.arg("up")
             .env("RIG_DIR", &private.dir)
@@ -86,11 +85,15 @@ impl PrivateRig {
         }
         let out = cmd.output()?;
         if !out.status.success() {
+            let log = private.dir.join("run/logs/kube-apiserver.log");
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(8).collect();
             return Err(io::Error::other(format!(
-                "scripts/rig up in {} failed ({}): {}",
+                "scripts/rig up in {} failed ({}): {}\nkube-apiserver.log ends:\n{}",
                 private.dir.display(),
                 out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
+                String::from_utf8_lossy(&out.stderr).trim(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             )));
         }
         private.rig = Some(Rig::private_at(&private.dir)?);
@@ -125,6 +128,32 @@ impl Drop for PrivateRig {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Four distinct TCP ports free on loopback, below the kernel's ephemeral
+/// range (32768 and up here): a port that `bind(0)` hands out is released
+/// again before etcd and the API server bind it, and in between it can
+/// become the source port of any outgoing connection (the other private
+/// rig's apiserver talking to its etcd, say). Ports below that range are
+/// never picked for those. Spread by process and rig number, then probed.
+fn free_ports(rig: u64) -> io::Result<[String; 4]> {
+    const LOW: u64 = 20_000;
+    const SPAN: u64 = 12_000;
+    let start = (u64::from(std::process::id()) * 7_919 + rig * 613) % SPAN;
+    let mut found = Vec::with_capacity(4);
+    for i in 0..SPAN {
+        let port = (LOW + (start + i * 7) % SPAN) as u16;
+        let free = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() && !found.contains(&port);
+        if free {
+            found.push(port);
+        }
+        if let [a, b, c, d] = found[..] {
+            return Ok([a, b, c, d].map(|p| p.to_string()));
+        }
+    }
+    Err(io::Error::other(
+        "no four free ports below the ephemeral range",
+    ))
 }
 
 /// One request in kube-apiserver's request log (klog `httplog` lines, written when a request
