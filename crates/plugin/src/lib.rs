@@ -33,6 +33,7 @@
 mod chain;
 pub mod duration;
 mod error;
+pub mod parse;
 mod request;
 pub mod setup;
 pub mod testing;

@@ -21,10 +21,7 @@ pub fn default_version() -> String {
 pub const DEFAULT_AUTHORS: &[&str] = &["clusterdns"];
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    let d = dirs[0];
+    let d = clusterdns_plugin::parse::once(dirs)?;
     if let Some(p) = d.block.first() {
         return Err(p.err(format!("unknown property '{}'", p.name.text)));
     }
