@@ -4,7 +4,8 @@
 //! per crate of the workspace, naming the crates of ours it may depend on (normal and build
 //! dependencies; dev-dependencies are free). A dependency missing from its crate's row, a
 //! crate without a row, or a row for no crate fails this test, so the map and the manifests
-//! change together.
+//! change together. A crate's `test-util` feature (its test helpers) is turned on only by
+//! dev-dependencies, so the helpers never reach the product.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -64,9 +65,19 @@ fn rules(text: &str) -> Result<BTreeMap<String, BTreeSet<String>>, String> {
     Ok(rows)
 }
 
-/// Each workspace package → (dependency among the workspace packages, its kind), from
+/// One dependency of a workspace package on another.
+#[derive(Debug)]
+struct Dep {
+    name: String,
+    /// `normal`, `build` or `dev`.
+    kind: String,
+    /// The features it turns on.
+    features: Vec<String>,
+}
+
+/// Each workspace package → its dependencies among the workspace packages, from
 /// `cargo metadata`.
-fn workspace() -> BTreeMap<String, Vec<(String, String)>> {
+fn workspace() -> BTreeMap<String, Vec<Dep>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = Command::new(cargo)
         .args([
@@ -98,9 +109,15 @@ fn workspace() -> BTreeMap<String, Vec<(String, String)>> {
                 .iter()
                 .filter_map(|d| {
                     let name = d["name"].as_str()?;
-                    ours.contains(name).then(|| {
-                        let kind = d["kind"].as_str().unwrap_or("normal").to_owned();
-                        (name.to_owned(), kind)
+                    ours.contains(name).then(|| Dep {
+                        name: name.to_owned(),
+                        kind: d["kind"].as_str().unwrap_or("normal").to_owned(),
+                        features: d["features"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|f| f.as_str().map(str::to_owned))
+                            .collect(),
                     })
                 })
                 .collect();
@@ -112,7 +129,7 @@ fn workspace() -> BTreeMap<String, Vec<(String, String)>> {
 /// Every way `packages` breaks `rules`, as sentences.
 fn violations(
     rules: &BTreeMap<String, BTreeSet<String>>,
-    packages: &BTreeMap<String, Vec<(String, String)>>,
+    packages: &BTreeMap<String, Vec<Dep>>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (name, deps) in packages {
@@ -122,11 +139,25 @@ fn violations(
             ));
             continue;
         };
-        for (dep, kind) in deps {
-            if kind != "dev" && !allowed.contains(dep) {
+        for Dep {
+            name: dep,
+            kind,
+            features,
+        } in deps
+        {
+            if kind == "dev" {
+                continue;
+            }
+            if !allowed.contains(dep) {
                 out.push(format!(
                     "{name} has a {kind} dependency on {dep}, which its row in \
                      ARCHITECTURE.md's dependency rules does not allow"
+                ));
+            }
+            if features.iter().any(|f| f == "test-util") {
+                out.push(format!(
+                    "{name} turns on {dep}'s test-util in a {kind} dependency: test helpers \
+                     would reach the product"
                 ));
             }
         }
@@ -148,8 +179,8 @@ fn crate_dependencies_follow_architecture_md() {
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
-/// The checker itself: a forbidden arrow, a crate without a row and a row without a crate are
-/// each reported; a dev-dependency is not.
+/// The checker itself: a forbidden arrow, test helpers in a normal dependency, a crate without
+/// a row and a row without a crate are each reported; a dev-dependency is not.
 #[test]
 fn a_forbidden_arrow_is_reported() {
     let text = format!(
@@ -157,22 +188,28 @@ fn a_forbidden_arrow_is_reported() {
     );
     let rules = rules(&text).unwrap();
     assert_eq!(rules.len(), 3);
-    let dep = |n: &str, k: &str| (n.to_owned(), k.to_owned());
+    let dep = |n: &str, k: &str, f: &[&str]| Dep {
+        name: n.to_owned(),
+        kind: k.to_owned(),
+        features: f.iter().map(|f| (*f).to_owned()).collect(),
+    };
     let packages = BTreeMap::from([
         ("clusterdns-wire".to_owned(), vec![]),
         (
             "clusterdns-k8s".to_owned(),
             vec![
-                dep("clusterdns-kube", "normal"),
-                dep("clusterdns-wire", "normal"),
-                dep("clusterdns-test-support", "dev"),
+                dep("clusterdns-kube", "normal", &["test-util"]),
+                dep("clusterdns-wire", "normal", &[]),
+                dep("clusterdns-test-support", "dev", &[]),
+                dep("clusterdns-kube", "dev", &["test-util"]),
             ],
         ),
         ("clusterdns-new".to_owned(), vec![]),
     ]);
     let broken = violations(&rules, &packages);
-    assert_eq!(broken.len(), 3, "{broken:#?}");
-    assert!(broken[0].contains("clusterdns-k8s has a normal dependency on clusterdns-wire"));
-    assert!(broken[1].contains("clusterdns-new has no row"));
-    assert!(broken[2].contains("clusterdns-gone, which is not a crate"));
+    assert_eq!(broken.len(), 4, "{broken:#?}");
+    assert!(broken[0].contains("clusterdns-k8s turns on clusterdns-kube's test-util in a normal"));
+    assert!(broken[1].contains("clusterdns-k8s has a normal dependency on clusterdns-wire"));
+    assert!(broken[2].contains("clusterdns-new has no row"));
+    assert!(broken[3].contains("clusterdns-gone, which is not a crate"));
 }

@@ -54,7 +54,7 @@ mod tests {
     use clusterdns_wire::{Rcode, Rtype};
 
     use super::DEF;
-    use crate::whoami::testutil::{run, setup, setup_err};
+    use crate::testutil::{run, setup, setup_err};
 
     #[test]
     fn setup_table() {

@@ -158,7 +158,7 @@ mod tests {
     use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rcode, Rtype};
 
     use super::{DEF, default_version};
-    use crate::whoami::testutil::{run, setup, setup_err};
+    use crate::testutil::{run, setup, setup_err};
 
     fn ch_query(name: &str, qtype: Rtype) -> Vec<u8> {
         let mut buf = Vec::new();

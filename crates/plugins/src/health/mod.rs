@@ -188,7 +188,7 @@ async fn get_health(target: SocketAddr) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::whoami::testutil::{setup as run_setup, setup_err};
+    use crate::testutil::{setup as run_setup, setup_err};
 
     #[test]
     fn setup_accepts() {

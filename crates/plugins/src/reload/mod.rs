@@ -74,7 +74,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::whoami::testutil::{setup as run_setup, setup_err};
+    use crate::testutil::{setup as run_setup, setup_err};
 
     fn settings(c: &str) -> ReloadSettings {
         run_setup(DEF, c).unwrap().shared.reload.unwrap()

@@ -67,6 +67,3 @@ impl Plugin for Whoami {
         Flow::Answered
     }
 }
-
-#[cfg(test)]
-pub(crate) mod testutil;
