@@ -3,13 +3,11 @@
 //!
 //! The `mimalloc` crate hands every request to `mi_malloc_aligned`. For a
 //! block over 1 KiB whose size class is not a power of two, mimalloc then
-//! takes its over-allocation path (about 400 instructions, and a larger
-//! block) even for an alignment of 8, although `mi_malloc` returns memory
-//! aligned to 16 bytes for any size from 16 up (its size classes are
-//! multiples of 16 there), and to 8 below. A forwarded query allocates two such
-//! blocks (its futures, 1.1 and 1.3 KiB): callgrind counted 818
-//! instructions per forwarded query inside the allocator before, 490
-//! with this type.
+//! takes its over-allocation path (slower, and a larger block) even for an
+//! alignment of 8, although `mi_malloc` returns memory aligned to 16 bytes
+//! for any size from 16 up (its size classes are multiples of 16 there),
+//! and to 8 below. A forwarded query's futures are such blocks. The
+//! callgrind counts are in BENCHMARKS.md ("Figures behind design choices").
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;

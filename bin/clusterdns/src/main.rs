@@ -20,12 +20,12 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Keeps the resident set close to what is live, before anything else runs:
 ///
 /// - no transparent huge pages: with them every touched 2 MiB of mimalloc's arena is
-///   resident as a whole (an idle server measured 17.6 MiB instead of 6.2 MiB); mimalloc
+///   resident as a whole (figures in BENCHMARKS.md); mimalloc
 ///   is built without its `madvise(MADV_HUGEPAGE)` (`no_thp`), and `PR_SET_THP_DISABLE`
 ///   also covers kernels set to THP `always`;
 /// - freed pages go back to the OS at once (`purge_delay` 0 instead of 1 s): mimalloc
 ///   purges only from inside an allocator call, so after the initial Kubernetes lists an
-///   idle server kept the list's transient memory resident (10k Services: 52 -> 43 MiB).
+///   idle server kept the list's transient memory resident.
 ///   The query path does not allocate, so this costs nothing per query.
 ///   `MIMALLOC_PURGE_DELAY` in the environment still wins.
 #[allow(unsafe_code)]

@@ -65,24 +65,21 @@
 //! deep copies), and later changes in the same batch reuse the copy. Lookups are one hash,
 //! one shard pick, one SwissTable probe, with a borrowed case-insensitive key.
 //!
-//! Measured by `tests/memory.rs` (release build without LTO, 2-core VM, a reader holding the
-//! previous snapshot) with 10k services, 50k endpoints and 100k pods loaded: one change plus
-//! publish costs **47 µs** (Service), **45 µs** (EndpointSlice), **57 µs** (Pod), mostly the
-//! fixed pointer clones. Cloning a flat 10k-entry service map, what a publish would cost
-//! without sharing, takes **1.5 ms** and grows linearly with the cluster. Persistent HAMTs
+//! So a change plus publish costs about the fixed pointer clones, whatever the cluster's
+//! size, where cloning a flat map, what a publish would cost without sharing, grows
+//! linearly with the cluster (`tests/memory.rs` measures both; the figures are in
+//! BENCHMARKS.md, "Figures behind design choices"). Persistent HAMTs
 //! (`im`, `rpds`) also give cheap updates, but add an `Arc` node per entry (tens of bytes per
 //! object) and a pointer chase per trie level on every lookup; flat shards keep a lookup at
 //! one probe and the overhead at the SwissTable's one control byte per slot.
 //!
 //! # Memory
 //!
-//! Objects are slimmed at once ([`model`]); namespace, node and port names are interned.
-//! Measured by the same test with a counting allocator (requested bytes, every index
-//! included): **390 B per Service, 344 B per endpoint address (slices of 5), 226 B per Pod:
-//! 273 B per object** over the 160k objects, versus ~850 B per object for CoreDNS. A relist is
-//! mark-and-sweep in place ([`Index`]), so it adds one key per object rather than a second
-//! copy: the measured peak during a full relist of all 160k objects is **1.21×** the steady
-//! state.
+//! Objects are slimmed at once ([`model`]); namespace, node and port names are interned,
+//! which keeps an object at a fraction of what CoreDNS holds for it (`tests/memory.rs`
+//! counts the bytes per kind with a counting allocator; figures in BENCHMARKS.md). A relist
+//! is mark-and-sweep in place ([`Index`]), so it adds one key per object rather than a
+//! second copy of the index.
 
 mod convert;
 mod error;

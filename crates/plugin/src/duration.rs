@@ -3,61 +3,173 @@
 
 use std::time::Duration;
 
-/// Why a duration did not parse; the text is Go's error message.
+/// Why a duration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct DurationError(pub String);
-
-fn invalid(s: &str) -> DurationError {
-    DurationError(format!("time: invalid duration {s:?}"))
+pub enum DurationError {
+    /// Not a Go duration; the text is Go's `time.ParseDuration` error, word for word
+    /// (`time: invalid duration "x"`, `time: missing unit in duration "5"`,
+    /// `time: unknown unit "d" in duration "5d"`).
+    #[error("{0}")]
+    Syntax(String),
+    /// A Go duration below zero where the setting takes none. Go parses these; the text is
+    /// ours (no `time:` prefix, as Go has no such error), for the settings where CoreDNS
+    /// has no text of its own.
+    #[error("negative duration {}", quote(.0))]
+    Negative(String),
 }
 
-/// Parses a Go duration: a sequence of decimal numbers with a unit
-/// (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), like `1h2m3.5s`; `0` alone is
-/// allowed. Negative durations are rejected (no Corefile setting takes
-/// one).
-pub fn parse_go(s: &str) -> Result<Duration, DurationError> {
-    let mut rest = s;
-    if let Some(r) = rest.strip_prefix('+') {
-        rest = r;
-    } else if let Some(r) = rest.strip_prefix('-') {
-        if !r.is_empty() && r.chars().all(|c| c == '0') {
-            return Ok(Duration::ZERO);
+/// A Go `time.Duration` as parsed: a sign and a magnitude (Go's is an `int64` of
+/// nanoseconds, so the magnitude is at most 2^63 ns when negative, 2^63 - 1 ns otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signed {
+    /// Below zero (never for a zero magnitude: `-0s` is zero, as in Go).
+    pub negative: bool,
+    /// How long.
+    pub magnitude: Duration,
+}
+
+impl Signed {
+    /// Nanoseconds, as Go's `%d` prints a `Duration`.
+    pub fn nanos(self) -> i128 {
+        let n = self.magnitude.as_nanos() as i128;
+        if self.negative { -n } else { n }
+    }
+}
+
+impl From<Duration> for Signed {
+    fn from(magnitude: Duration) -> Self {
+        Signed {
+            negative: false,
+            magnitude,
         }
-        return Err(DurationError(format!("time: negative duration {s:?}")));
+    }
+}
+
+impl std::fmt::Display for Signed {
+    /// As Go's `Duration.String`: `-1.5s`, `1m0s`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sign = if self.negative { "-" } else { "" };
+        write!(f, "{sign}{}", format_go(self.magnitude))
+    }
+}
+
+/// Go's `time.quote`: printable ASCII as is with `"` and `\` escaped, every byte of
+/// anything else as `\xNN`.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if c.is_ascii() && c >= ' ' {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// 2^63: the largest magnitude of a Go `Duration` (negative).
+const LIMIT: u64 = 1 << 63;
+
+/// Go's `leadingInt`: the digits at the start of `s`, or `None` on overflow.
+fn leading_int(s: &str) -> Option<(u64, &str)> {
+    let n = s.bytes().take_while(u8::is_ascii_digit).count();
+    let mut x: u64 = 0;
+    for d in s[..n].bytes() {
+        if x > LIMIT / 10 {
+            return None;
+        }
+        x = x * 10 + u64::from(d - b'0');
+        if x > LIMIT {
+            return None;
+        }
+    }
+    Some((x, &s[n..]))
+}
+
+/// Go's `leadingFraction`: the digits at the start of `s` as a fraction `x / scale`;
+/// digits past what a `u64` holds are read and dropped.
+fn leading_fraction(s: &str) -> (u64, f64, &str) {
+    let n = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (mut x, mut scale, mut overflow) = (0u64, 1f64, false);
+    for d in s[..n].bytes() {
+        if overflow {
+            continue;
+        }
+        if x > (LIMIT - 1) / 10 {
+            overflow = true;
+            continue;
+        }
+        let y = x * 10 + u64::from(d - b'0');
+        if y > LIMIT {
+            overflow = true;
+            continue;
+        }
+        x = y;
+        scale *= 10.0;
+    }
+    (x, scale, &s[n..])
+}
+
+/// Parses a Go duration exactly as Go's `time.ParseDuration` does, sign included: a
+/// sequence of decimal numbers with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), like
+/// `1h2m3.5s` or `-1.5h`; `0` alone is allowed. The errors are Go's texts.
+pub fn parse_go_signed(s: &str) -> Result<Signed, DurationError> {
+    let invalid = || DurationError::Syntax(format!("time: invalid duration {}", quote(s)));
+    let mut rest = s;
+    let mut negative = false;
+    if let Some(c @ (b'-' | b'+')) = rest.bytes().next() {
+        negative = c == b'-';
+        rest = &rest[1..];
     }
     if rest == "0" {
-        return Ok(Duration::ZERO);
+        return Ok(Signed {
+            negative: false,
+            magnitude: Duration::ZERO,
+        });
     }
     if rest.is_empty() {
-        return Err(invalid(s));
+        return Err(invalid());
     }
-    let mut total: u128 = 0;
+    let mut total: u64 = 0;
     while !rest.is_empty() {
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let int_part = &rest[..int_len];
-        rest = &rest[int_len..];
-        let mut frac_part = "";
-        if let Some(r) = rest.strip_prefix('.') {
-            let n = r.bytes().take_while(u8::is_ascii_digit).count();
-            frac_part = &r[..n];
-            rest = &r[n..];
+        let c = rest.as_bytes()[0];
+        if !(c == b'.' || c.is_ascii_digit()) {
+            return Err(invalid());
         }
-        if int_part.is_empty() && frac_part.is_empty() {
-            return Err(invalid(s));
+        let before = rest.len();
+        let (mut v, r) = leading_int(rest).ok_or_else(invalid)?;
+        rest = r;
+        let pre = before != rest.len();
+        let (mut f, mut scale, mut post) = (0, 1.0, false);
+        if let Some(r) = rest.strip_prefix('.') {
+            let before = r.len();
+            (f, scale, rest) = leading_fraction(r);
+            post = before != rest.len();
+        }
+        if !pre && !post {
+            return Err(invalid());
         }
         let unit_len = rest
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map_or(rest.len(), |(i, _)| i);
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        if unit.is_empty() {
-            return Err(DurationError(format!(
-                "time: missing unit in duration {s:?}"
+            .bytes()
+            .position(|c| c == b'.' || c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if unit_len == 0 {
+            return Err(DurationError::Syntax(format!(
+                "time: missing unit in duration {}",
+                quote(s)
             )));
         }
-        let scale: u128 = match unit {
+        let unit_text = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let unit: u64 = match unit_text {
             "ns" => 1,
             "us" | "µs" | "μs" => 1_000,
             "ms" => 1_000_000,
@@ -65,34 +177,47 @@ pub fn parse_go(s: &str) -> Result<Duration, DurationError> {
             "m" => 60_000_000_000,
             "h" => 3_600_000_000_000,
             _ => {
-                return Err(DurationError(format!(
-                    "time: unknown unit {unit:?} in duration {s:?}"
+                return Err(DurationError::Syntax(format!(
+                    "time: unknown unit {} in duration {}",
+                    quote(unit_text),
+                    quote(s)
                 )));
             }
         };
-        let int: u128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().map_err(|_| invalid(s))?
-        };
-        let mut v = int.checked_mul(scale).ok_or_else(|| invalid(s))?;
-        let mut f_scale = scale;
-        for d in frac_part.bytes() {
-            f_scale /= 10;
-            if f_scale == 0 {
-                break;
-            }
-            v += u128::from(d - b'0') * f_scale;
+        if v > LIMIT / unit {
+            return Err(invalid());
         }
-        total = total.checked_add(v).ok_or_else(|| invalid(s))?;
-        // Go's Duration is an int64 of nanoseconds.
-        if total > i64::MAX as u128 {
-            return Err(invalid(s));
+        v *= unit;
+        if f > 0 {
+            // As Go: a float64 is exact enough to the nanosecond for fractions of an hour.
+            v += (f as f64 * (unit as f64 / scale)) as u64;
+            if v > LIMIT {
+                return Err(invalid());
+            }
+        }
+        total += v;
+        if total > LIMIT {
+            return Err(invalid());
         }
     }
-    let secs = (total / 1_000_000_000) as u64;
-    let nanos = (total % 1_000_000_000) as u32;
-    Ok(Duration::new(secs, nanos))
+    if !negative && total > LIMIT - 1 {
+        return Err(invalid());
+    }
+    Ok(Signed {
+        negative: negative && total > 0,
+        magnitude: Duration::from_nanos(total),
+    })
+}
+
+/// Parses a Go duration that may not be negative (every Corefile setting but a few):
+/// Go's syntax and errors ([`parse_go_signed`]); a duration below zero is
+/// [`DurationError::Negative`]. `-0` and `-0s` are zero, as in Go.
+pub fn parse_go(s: &str) -> Result<Duration, DurationError> {
+    let d = parse_go_signed(s)?;
+    if d.negative {
+        return Err(DurationError::Negative(s.to_owned()));
+    }
+    Ok(d.magnitude)
 }
 
 /// Formats like Go's `Duration.String`: `0s`, `1.5ms`, `2s`, `1m30s`,
@@ -170,12 +295,74 @@ mod tests {
             ("abc", "time: invalid duration \"abc\""),
             ("5", "time: missing unit in duration \"5\""),
             ("5d", "time: unknown unit \"d\" in duration \"5d\""),
-            ("-5s", "time: negative duration \"-5s\""),
+            ("-5s", "negative duration \"-5s\""),
             ("99999999999h", "time: invalid duration \"99999999999h\""),
+            // Go's overflow bounds: 2^63 - 1 ns parses, one more does not.
+            ("9223372036854775807ns", ""),
+            (
+                "9223372036854775808ns",
+                "time: invalid duration \"9223372036854775808ns\"",
+            ),
+            (".s", "time: invalid duration \".s\""),
+            ("1.5", "time: missing unit in duration \"1.5\""),
+            ("s", "time: invalid duration \"s\""),
+            ("1s ", "time: unknown unit \"s \" in duration \"1s \""),
+            // Go's quoting: every byte of anything but printable ASCII as \\xNN.
+            (
+                "5µx",
+                "time: unknown unit \"\\xc2\\xb5x\" in duration \"5\\xc2\\xb5x\"",
+            ),
+            ("5\"", "time: unknown unit \"\\\"\" in duration \"5\\\"\""),
         ];
         for (s, want) in bad {
-            assert_eq!(parse_go(s).unwrap_err().0, want, "{s}");
+            match parse_go(s) {
+                Err(e) => assert_eq!(e.to_string(), want, "{s}"),
+                Ok(_) => assert_eq!(want, "", "{s} parsed"),
+            }
         }
+    }
+
+    #[test]
+    fn signed_as_go() {
+        let ok = [
+            ("-0", false, Duration::ZERO),
+            ("-0s", false, Duration::ZERO),
+            ("+0", false, Duration::ZERO),
+            ("-1.5h", true, Duration::from_secs(5400)),
+            (
+                "-9223372036854775808ns",
+                true,
+                Duration::from_nanos(1 << 63),
+            ),
+            // Go rounds a fraction down to the nanosecond.
+            ("1.0000000009s", false, Duration::from_secs(1)),
+            ("0.1234567891234ms", false, Duration::from_nanos(123_456)),
+        ];
+        for (s, negative, magnitude) in ok {
+            assert_eq!(
+                parse_go_signed(s),
+                Ok(Signed {
+                    negative,
+                    magnitude
+                }),
+                "{s}"
+            );
+        }
+        assert_eq!(parse_go("-0"), Ok(Duration::ZERO));
+        let d = parse_go_signed("-1s").unwrap();
+        assert_eq!(
+            (d.to_string(), d.nanos()),
+            ("-1s".to_owned(), -1_000_000_000)
+        );
+        assert_eq!(
+            parse_go_signed("-").unwrap_err().to_string(),
+            "time: invalid duration \"-\""
+        );
+        // Only a bare `0` goes without a unit.
+        assert_eq!(
+            parse_go_signed("-00").unwrap_err().to_string(),
+            "time: missing unit in duration \"-00\""
+        );
     }
 
     #[test]

@@ -33,8 +33,12 @@
 mod chain;
 pub mod duration;
 mod error;
+pub mod parse;
 mod request;
 pub mod setup;
+/// Query packets, requests and reply decoding for tests; never in the
+/// product (other crates' tests turn on the `test-util` feature).
+#[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 mod writer;
 

@@ -1,15 +1,15 @@
 //! Helpers for plugin unit tests: make a query packet, wrap it in a
 //! [`Request`], read the reply back as zone-file text. No sockets.
 //!
-//! ```
-//! use clusterdns_plugin::testing;
-//! use clusterdns_wire::{Name, Query, Rtype};
+//! ```text
 //! let pkt = testing::query("example.org.", Rtype::A);
-//! let q = Query::parse(&pkt).unwrap();
-//! let zone = Name::root();
-//! let req = testing::request(&q, &zone);
-//! assert_eq!(req.qname().to_string(), "example.org.");
+//! let q = Query::parse(&pkt)?;
+//! let req = testing::request(&q, &Name::root());
 //! ```
+//!
+//! Compiled for this crate's tests and, through the `test-util` feature,
+//! for the tests of the crates that dev-depend on it; never in the
+//! product (so the example above is a unit test below, not a doctest).
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -108,4 +108,20 @@ pub fn reply(msg: &[u8]) -> Reply {
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_becomes_a_request_and_a_reply_reads_back() {
+        let pkt = query("example.org.", Rtype::A);
+        let q = Query::parse(&pkt).expect("query parses");
+        let zone = Name::root();
+        let req = request(&q, &zone);
+        assert_eq!(req.qname().to_string(), "example.org.");
+        let r = reply(&pkt);
+        assert_eq!((r.rcode, r.answer.len()), (Rcode::NOERROR, 0));
+    }
 }

@@ -22,6 +22,11 @@ pub mod ready;
 pub mod reload;
 pub mod whoami;
 
+/// The plugins' shared unit-test harness (setup on a Corefile snippet, a
+/// query through the handlers it added); never in the product.
+#[cfg(test)]
+pub(crate) mod testutil;
+
 use clusterdns_plugin::PluginDef;
 
 /// Every compiled-in plugin, in `plugin.cfg` order.

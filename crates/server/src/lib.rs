@@ -24,6 +24,9 @@ mod mux;
 mod run;
 mod sys;
 mod tcp;
+/// For this crate's integration tests only (`tests/alloc.rs` turns on
+/// `test-util` through its self dev-dependency); never in the product.
+#[cfg(any(test, feature = "test-util"))]
 #[doc(hidden)]
 pub mod testing;
 mod udp;

@@ -17,13 +17,8 @@ pub const CPU: &[u8] = b"ANY obsoleted";
 pub const OS: &[u8] = b"See RFC 8482";
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    let d = dirs[0];
-    if !d.args.is_empty() {
-        return Err(d.arg_err());
-    }
+    let d = clusterdns_plugin::parse::once(dirs)?;
+    clusterdns_plugin::parse::no_args(d)?;
     if let Some(p) = d.block.first() {
         return Err(p.err(format!("unknown property '{}'", p.name.text)));
     }
@@ -59,7 +54,7 @@ mod tests {
     use clusterdns_wire::{Rcode, Rtype};
 
     use super::DEF;
-    use crate::whoami::testutil::{run, setup, setup_err};
+    use crate::testutil::{run, setup, setup_err};
 
     #[test]
     fn setup_table() {

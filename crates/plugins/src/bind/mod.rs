@@ -99,7 +99,7 @@ fn is_v6_link_local(ip: &IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::whoami::testutil::{setup as run_setup, setup_err};
+    use crate::testutil::{setup as run_setup, setup_err};
 
     fn fake() -> Vec<Interface> {
         vec![
@@ -115,7 +115,7 @@ mod tests {
     }
 
     fn resolved(c: &str) -> Result<Vec<String>, String> {
-        let owned = crate::log::test_directives(c, "bind");
+        let owned = crate::testutil::directives(c, "bind");
         let dirs: Vec<&Directive> = owned.iter().collect();
         resolve(&dirs, &fake())
             .map(|v| v.iter().map(ToString::to_string).collect())

@@ -4,24 +4,22 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clusterdns_corefile::{ConfigError, Directive, normalize_zone};
+use clusterdns_plugin::parse::{atoi, duration, once, zone};
 use clusterdns_plugin::{ChainTail, SetupCtx};
 use clusterdns_wire::Name;
 
 use super::metrics::Metrics;
 use super::store::Store;
 use super::{Cache, Clock, Config, Inner, MonotonicClock};
-use crate::forward::parse_duration;
 
 pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
+    let d = once(dirs)?;
     let default_zones = ctx.zones();
-    let cfg = parse(dirs[0], &default_zones)?;
+    let cfg = parse(d, &default_zones)?;
     let inner = build(
         cfg,
         Arc::new(MonotonicClock::default()),
-        Metrics::new(&ctx.shared.metrics, zones_label(dirs[0], &default_zones)),
+        Metrics::new(&ctx.shared.metrics, zones_label(d, &default_zones)),
     );
     let rt_slot = inner.clone();
     ctx.add_plugin(Arc::new(Cache {
@@ -66,26 +64,12 @@ pub(super) fn build(cfg: Config, clock: Arc<dyn Clock>, metrics: Metrics) -> Arc
     })
 }
 
-fn zone(d: &Directive, s: &str) -> Result<Name, ConfigError> {
-    let z = normalize_zone(s).map_err(|e| d.err(e))?;
-    Name::from_ascii(&z).map_err(|e| d.err(format!("{s}: {e}")))
-}
-
-fn atoi(d: &Directive, s: &str) -> Result<i64, ConfigError> {
-    s.parse::<i64>()
-        .map_err(|_| d.err(format!("strconv.Atoi: parsing \"{s}\": invalid syntax")))
-}
-
-fn dur(d: &Directive, s: &str) -> Result<Duration, ConfigError> {
-    parse_duration(s).map_err(|e| d.err(e))
-}
-
 fn secs(d: Duration) -> u32 {
     u32::try_from(d.as_secs()).unwrap_or(u32::MAX)
 }
 
 fn ttl_arg(d: &Directive, s: &str) -> Result<u32, ConfigError> {
-    let v = atoi(d, s)?;
+    let v = atoi::<i64>(d, s)?;
     if v <= 0 {
         return Err(d.err(format!("cache TTL can not be zero or negative: {v}")));
     }
@@ -93,7 +77,7 @@ fn ttl_arg(d: &Directive, s: &str) -> Result<u32, ConfigError> {
 }
 
 fn min_ttl_arg(d: &Directive, s: &str) -> Result<u32, ConfigError> {
-    let v = atoi(d, s)?;
+    let v = atoi::<i64>(d, s)?;
     if v < 0 {
         return Err(d.err(format!("cache min TTL can not be negative: {v}")));
     }
@@ -131,7 +115,7 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                 if a.is_empty() || a.len() > 3 {
                     return Err(o.arg_err());
                 }
-                let cap = atoi(o, a[0])?;
+                let cap = atoi::<i64>(o, a[0])?;
                 let cap = usize::try_from(cap).unwrap_or(0);
                 let ttl = a.get(1).map(|s| ttl_arg(o, s)).transpose()?;
                 let min = a.get(2).map(|s| min_ttl_arg(o, s)).transpose()?;
@@ -149,14 +133,14 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                 if a.is_empty() || a.len() > 3 {
                     return Err(o.arg_err());
                 }
-                let amount = atoi(o, a[0])?;
+                let amount = atoi::<i64>(o, a[0])?;
                 if amount <= 0 {
                     return Err(o.err(format!("prefetch amount should be positive: {amount}")));
                 }
                 cfg.prefetch = u32::try_from(amount).unwrap_or(u32::MAX);
                 for extra in &a[1..] {
                     if let Some(pct) = extra.strip_suffix('%') {
-                        let p = atoi(o, pct)?;
+                        let p = atoi::<i64>(o, pct)?;
                         if !(10..=90).contains(&p) {
                             return Err(
                                 o.err(format!("percentage should fall in range [10, 90]: {p}"))
@@ -164,7 +148,7 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                         }
                         cfg.percentage = u32::try_from(p).unwrap_or(10);
                     } else {
-                        let w = dur(o, extra)?;
+                        let w = duration(o, extra)?;
                         cfg.prefetch_window_ms = u64::try_from(w.as_millis()).unwrap_or(u64::MAX);
                     }
                 }
@@ -175,7 +159,7 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                 }
                 cfg.stale_s = 3600;
                 if let Some(s) = a.first() {
-                    cfg.stale_s = secs(dur(o, s)?);
+                    cfg.stale_s = secs(duration(o, s)?);
                 }
                 match a.get(1).copied() {
                     None | Some("immediate") => cfg.verify = false,
@@ -187,10 +171,10 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                     }
                 }
                 if let Some(t) = a.get(2) {
-                    cfg.stale_ttl = secs(dur(o, t)?);
+                    cfg.stale_ttl = secs(duration(o, t)?);
                 }
                 if let Some(r) = a.get(3) {
-                    dur(o, r)?;
+                    duration(o, r)?;
                 }
             }
             "serve_stale_policy" => {
@@ -202,7 +186,7 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                 if a.len() != 1 {
                     return Err(o.arg_err());
                 }
-                let d = dur(o, a[0])?;
+                let d = duration(o, a[0])?;
                 if d > Duration::from_secs(300) {
                     return Err(o.err("caching SERVFAIL responses over 5 minutes is not permitted"));
                 }

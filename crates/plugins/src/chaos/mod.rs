@@ -21,10 +21,7 @@ pub fn default_version() -> String {
 pub const DEFAULT_AUTHORS: &[&str] = &["clusterdns"];
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    let d = dirs[0];
+    let d = clusterdns_plugin::parse::once(dirs)?;
     if let Some(p) = d.block.first() {
         return Err(p.err(format!("unknown property '{}'", p.name.text)));
     }
@@ -161,7 +158,7 @@ mod tests {
     use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rcode, Rtype};
 
     use super::{DEF, default_version};
-    use crate::whoami::testutil::{run, setup, setup_err};
+    use crate::testutil::{run, setup, setup_err};
 
     fn ch_query(name: &str, qtype: Rtype) -> Vec<u8> {
         let mut buf = Vec::new();

@@ -49,10 +49,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 
 /// Reads the `errors` directives of a block.
 fn parse(dirs: &[&Directive]) -> Result<Errors, ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    let d = dirs[0];
+    let d = clusterdns_plugin::parse::once(dirs)?;
     match d.args.as_slice() {
         [] => {}
         [a] if a.text == "stdout" => {}

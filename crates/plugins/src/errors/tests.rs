@@ -6,10 +6,10 @@ use clusterdns_plugin::{Chain, Outcome, PluginError, ResponseWriter};
 use clusterdns_wire::{Name, Query, Rcode, Rtype};
 
 use super::*;
-use crate::whoami::testutil::{setup, setup_err};
+use crate::testutil::{setup, setup_err};
 
 fn parsed(corefile: &str) -> Errors {
-    let owned = crate::log::test_directives(corefile, "errors");
+    let owned = crate::testutil::directives(corefile, "errors");
     let dirs: Vec<&Directive> = owned.iter().collect();
     parse(&dirs).unwrap()
 }

@@ -1,6 +1,5 @@
 #![doc = include_str!("README.md")]
 
-mod duration;
 mod metrics;
 mod pipe;
 mod proxy;
@@ -21,7 +20,6 @@ use clusterdns_wire::{HEADER_LEN, Header, Message, Name, Rcode};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-pub(crate) use duration::parse_duration;
 use metrics::Metrics;
 use proxy::{ConnectError, Proxy, Transport};
 

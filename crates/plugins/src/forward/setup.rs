@@ -8,15 +8,16 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
-use clusterdns_corefile::{ConfigError, Directive, normalize_zone};
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::SetupCtx;
+use clusterdns_plugin::parse::{atoi, duration, one_arg, signed_duration, zone};
 use clusterdns_wire::{Name, Rcode};
 use parking_lot::Mutex;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
 use super::proxy::{Proxy, ProxyOpts, TlsTarget};
-use super::{Forward, Opts, Policy, parse_duration};
+use super::{Forward, Opts, Policy};
 
 /// CoreDNS's limit on upstreams per `forward`.
 const MAX_TO: usize = 15;
@@ -40,27 +41,6 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         Ok(())
     }));
     Ok(())
-}
-
-fn name_of(d: &Directive, s: &str) -> Result<Name, ConfigError> {
-    let z = normalize_zone(s).map_err(|e| d.err(e))?;
-    Name::from_ascii(&z).map_err(|e| d.err(format!("{s}: {e}")))
-}
-
-fn int<T: FromStr>(d: &Directive, s: &str) -> Result<T, ConfigError> {
-    s.parse::<T>()
-        .map_err(|_| d.err(format!("strconv.Atoi: parsing \"{s}\": invalid syntax")))
-}
-
-fn dur(d: &Directive, s: &str) -> Result<Duration, ConfigError> {
-    parse_duration(s).map_err(|e| d.err(e))
-}
-
-fn one(d: &Directive) -> Result<&str, ConfigError> {
-    match d.args.as_slice() {
-        [a] => Ok(a.text.as_str()),
-        _ => Err(d.arg_err()),
-    }
 }
 
 fn rcode(d: &Directive, s: &str) -> Result<Rcode, ConfigError> {
@@ -166,7 +146,7 @@ fn parse(
     if to.is_empty() {
         return Err(d.arg_err());
     }
-    let from_name = name_of(d, &from.text)?;
+    let from_name = zone(d, &from.text)?;
     let mut addrs = Vec::new();
     for t in to {
         upstreams(d, &t.text, dir, &mut addrs)?;
@@ -217,7 +197,7 @@ fn parse(
                     return Err(o.arg_err());
                 }
                 for a in args {
-                    except.push(name_of(o, a)?);
+                    except.push(zone(o, a)?);
                 }
             }
             "force_tcp" | "prefer_udp" | "failfast_all_unhealthy_upstreams" | "next_on_nodata" => {
@@ -232,29 +212,37 @@ fn parse(
                 }
             }
             "expire" => {
-                popts.expire = dur(o, one(o)?)?;
+                let d = signed_duration(o, one_arg(o)?)?;
+                if d.negative {
+                    return Err(o.err(format!("expire can't be negative: {d}")));
+                }
+                popts.expire = d.magnitude;
             }
             "max_age" => {
-                popts.max_age = dur(o, one(o)?)?;
+                popts.max_age = duration(o, one_arg(o)?)?;
             }
             "read_timeout" => {
-                popts.read_timeout = dur(o, one(o)?)?;
+                popts.read_timeout = duration(o, one_arg(o)?)?;
                 if popts.read_timeout.is_zero() {
                     return Err(o.err("read_timeout can't be zero"));
                 }
             }
-            "max_idle_conns" => popts.max_idle = int(o, one(o)?)?,
-            "max_fails" => opts.max_fails = int(o, one(o)?)?,
-            "max_connect_attempts" => opts.max_connect_attempts = int(o, one(o)?)?,
+            "max_idle_conns" => popts.max_idle = atoi(o, one_arg(o)?)?,
+            "max_fails" => opts.max_fails = atoi(o, one_arg(o)?)?,
+            "max_connect_attempts" => opts.max_connect_attempts = atoi(o, one_arg(o)?)?,
             "max_concurrent" => {
-                let n: usize = int(o, one(o)?)?;
+                let n: usize = atoi(o, one_arg(o)?)?;
                 opts.max_concurrent = n;
             }
             "health_check" => {
                 let Some(first) = args.first() else {
                     return Err(o.arg_err());
                 };
-                popts.hc_interval = dur(o, first)?;
+                let d = signed_duration(o, first)?;
+                if d.negative {
+                    return Err(o.err(format!("health_check can't be negative: {}", d.nanos())));
+                }
+                popts.hc_interval = d.magnitude;
                 let mut rest = args[1..].iter();
                 while let Some(a) = rest.next() {
                     match *a {
@@ -276,7 +264,7 @@ fn parse(
                 }
             }
             "policy" => {
-                opts.policy = match one(o)? {
+                opts.policy = match one_arg(o)? {
                     "random" => Policy::Random,
                     "round_robin" => Policy::RoundRobin,
                     "sequential" => Policy::Sequential,
@@ -320,13 +308,13 @@ fn parse(
                 }
             }
             "tls_servername" => {
-                tls_servername = Some(one(o)?.to_string());
+                tls_servername = Some(one_arg(o)?.to_string());
             }
             "doh_method" => {
-                one(o)?;
+                one_arg(o)?;
             }
             "source_address" => {
-                let a = one(o)?;
+                let a = one_arg(o)?;
                 popts.source = Some(
                     a.parse::<IpAddr>()
                         .map_err(|_| o.err(format!("invalid source address: {a}")))?,
@@ -477,6 +465,12 @@ mod tests {
             ),
             ("read_timeout 0", "read_timeout can't be zero"),
             ("tls /no/such/ca.pem", "no such file"),
+            // CoreDNS's own texts for a negative duration (Go parses one).
+            ("expire -1.5s", "expire can't be negative: -1.5s"),
+            (
+                "health_check -1s",
+                "health_check can't be negative: -1000000000",
+            ),
         ] {
             let e = p(body).expect_err(body);
             assert!(e.contains(msg), "{body}: {e}");

@@ -1,7 +1,5 @@
 #![doc = include_str!("README.md")]
 
-mod addr;
-
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +11,7 @@ use clusterdns_plugin::{HttpReply, HttpRoute, PluginDef, SetupCtx, warning};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub(crate) use addr::{listen_addr, once_with_addr};
+use clusterdns_plugin::parse::listen_addr;
 
 /// Registration of *health*.
 pub const DEF: PluginDef = PluginDef {
@@ -38,10 +36,8 @@ fn parse(dirs: &[&Directive]) -> Result<HealthConfig, ConfigError> {
     let mut addr = listen_addr(DEFAULT_ADDR).map_err(|e| dirs[0].err(e))?;
     let mut lameduck = Duration::ZERO;
     for d in dirs {
-        match d.args.as_slice() {
-            [] => {}
-            [a] => addr = listen_addr(&a.text).map_err(|e| a.err(e))?,
-            _ => return Err(d.arg_err()),
+        if let Some(a) = clusterdns_plugin::parse::optional_arg(d)? {
+            addr = listen_addr(a).map_err(|e| d.err(e))?;
         }
         for line in &d.block {
             match line.name.text.as_str() {
@@ -192,7 +188,7 @@ async fn get_health(target: SocketAddr) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::whoami::testutil::{setup as run_setup, setup_err};
+    use crate::testutil::{setup as run_setup, setup_err};
 
     #[test]
     fn setup_accepts() {

@@ -20,8 +20,8 @@ pub(crate) fn in_zones(zones: &[Name], name: &Name) -> bool {
 }
 
 /// The maps' hash: foldhash, seeded per process. The keys are our
-/// configuration, not chosen by clients; SipHash cost several hundred
-/// instructions per query.
+/// configuration, not chosen by clients, so the cost of SipHash's flood
+/// resistance on every query buys nothing (BENCHMARKS.md has the count).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Name → addresses and address → names, as CoreDNS's `Map`. Names are

@@ -253,10 +253,7 @@ fn zone_names<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<Name> {
 }
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    let d = dirs[0];
+    let d = clusterdns_plugin::parse::once(dirs)?;
     let mut path = PathBuf::from(DEFAULT_PATH);
     if let Some(first) = d.args.first() {
         path = resolve(ctx.config_dir, &first.text);
@@ -323,7 +320,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                 };
                 reload = match clusterdns_plugin::duration::parse_go(a) {
                     Ok(v) => v,
-                    Err(e) if e.0.starts_with("time: negative") => {
+                    Err(clusterdns_plugin::duration::DurationError::Negative(_)) => {
                         return Err(p.err(format!("invalid negative duration for reload '{a}'")));
                     }
                     Err(_) => return Err(p.err(format!("invalid duration for reload '{a}'"))),

@@ -8,8 +8,8 @@ use clusterdns_plugin::{Plugin, Proto};
 use clusterdns_wire::{Rcode, Rtype};
 
 use super::DEF;
+use crate::testutil::{SetupResult, run, run_raw, setup, setup_err, setup_in};
 use crate::whoami::Whoami;
-use crate::whoami::testutil::{SetupResult, run, run_raw, setup, setup_err, setup_in};
 
 /// The handlers of `corefile` followed by *whoami*, so a query that falls
 /// through gets whoami's reply (NOERROR, empty answer, AA, 2 additional).

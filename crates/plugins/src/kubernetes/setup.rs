@@ -81,14 +81,6 @@ fn is_reverse_zone(z: &str) -> bool {
     z.ends_with(".in-addr.arpa.") || z.ends_with(".ip6.arpa.")
 }
 
-/// The one argument of `p`, or an argument error.
-fn one_arg<'a>(p: &Directive, args: &[&'a str]) -> Result<&'a str, ConfigError> {
-    match args {
-        [a] => Ok(a),
-        _ => Err(p.arg_err()),
-    }
-}
-
 fn negative(p: &Directive, a: &str) -> ConfigError {
     p.err(format!(
         "{} must be a non-negative number: '{a}'",
@@ -98,8 +90,8 @@ fn negative(p: &Directive, a: &str) -> ConfigError {
 
 /// `apiserver_qps`: CoreDNS's `strconv.ParseFloat(arg, 32)`, then `>= 0` (so NaN and +Inf
 /// pass, and mean no rate limit, as in client-go).
-fn qps_arg(p: &Directive, args: &[&str]) -> Result<f32, ConfigError> {
-    let a = one_arg(p, args)?;
+fn qps_arg(p: &Directive) -> Result<f32, ConfigError> {
+    let a = clusterdns_plugin::parse::one_arg(p)?;
     let name = &p.name.text;
     let Ok(v) = a.parse::<f64>() else {
         return Err(p.err(format!(
@@ -120,8 +112,8 @@ fn qps_arg(p: &Directive, args: &[&str]) -> Result<f32, ConfigError> {
 }
 
 /// `apiserver_burst`, `apiserver_max_inflight`: CoreDNS's `strconv.Atoi`, then `>= 0`.
-fn count_arg(p: &Directive, args: &[&str]) -> Result<u64, ConfigError> {
-    let a = one_arg(p, args)?;
+fn count_arg(p: &Directive) -> Result<u64, ConfigError> {
+    let a = clusterdns_plugin::parse::one_arg(p)?;
     let name = &p.name.text;
     match a.parse::<i64>() {
         Ok(v) => u64::try_from(v).map_err(|_| negative(p, a)),
@@ -248,9 +240,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 let Some(a) = args.first() else {
                     return Err(p.arg_err());
                 };
-                let Ok(t) = a.parse::<i64>() else {
-                    return Err(p.err(format!("strconv.Atoi: parsing \"{a}\": invalid syntax")));
-                };
+                let t: i64 = clusterdns_plugin::parse::atoi(p, a)?;
                 if !(0..=3600).contains(&t) {
                     return Err(p.err(format!("ttl must be in range [0, 3600]: {t}")));
                 }
@@ -280,15 +270,12 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 o.ignore_empty_service = true;
             }
             "startup_timeout" => {
-                let [a] = args.as_slice() else {
-                    return Err(p.arg_err());
-                };
                 o.startup_timeout =
-                    clusterdns_plugin::duration::parse_go(a).map_err(|e| p.err(e.0.clone()))?;
+                    clusterdns_plugin::parse::duration(p, clusterdns_plugin::parse::one_arg(p)?)?;
             }
-            "apiserver_qps" => o.qps = qps_arg(p, &args)?,
-            "apiserver_burst" => o.burst = count_arg(p, &args)?,
-            "apiserver_max_inflight" => o.max_inflight = count_arg(p, &args)?,
+            "apiserver_qps" => o.qps = qps_arg(p)?,
+            "apiserver_burst" => o.burst = count_arg(p)?,
+            "apiserver_max_inflight" => o.max_inflight = count_arg(p)?,
             "snapshot" => {
                 let [file] = args.as_slice() else {
                     return Err(p.arg_err());
@@ -337,10 +324,7 @@ fn interface_addrs() -> Vec<IpAddr> {
 
 /// The *kubernetes* setup.
 pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    let d = dirs[0];
+    let d = clusterdns_plugin::parse::once(dirs)?;
     let o = parse(ctx, d)?;
     let Some(primary) = o.zones.iter().find(|z| !is_reverse_zone(z)) else {
         return Err(d.err("non-reverse zone name must be used"));

@@ -10,8 +10,8 @@ use clusterdns_plugin::testing::{self, Reply};
 use clusterdns_wire::{Rcode, Rtype};
 
 use super::DEF;
+use crate::testutil::{run, setup_err, setup_in};
 use crate::whoami::Whoami;
-use crate::whoami::testutil::{run, setup_err, setup_in};
 
 /// The shared fixture.
 pub(crate) const OBJECTS: &str = include_str!("testdata/objects.yaml");

@@ -8,7 +8,7 @@ use clusterdns_plugin::{Outcome, Plugin, ResponseWriter};
 use clusterdns_wire::{Class, MessageBuilder, Name, Query, RData, Rcode, Rtype, Section};
 
 use super::{DEF, LoadBalance};
-use crate::whoami::testutil::{setup, setup_err};
+use crate::testutil::{setup, setup_err};
 
 fn n(s: &str) -> Name {
     Name::from_ascii(s).unwrap()

@@ -187,18 +187,5 @@ pub fn classify(req: &Request<'_>, reply: &[u8]) -> u8 {
     class::ERROR
 }
 
-/// Parses a Corefile for unit tests and returns its first block's
-/// directives called `name` (cloned).
-#[cfg(test)]
-pub(crate) fn test_directives(corefile: &str, name: &str) -> Vec<Directive> {
-    let cf = clusterdns_corefile::parse_str(
-        corefile,
-        std::path::Path::new("Corefile"),
-        &clusterdns_corefile::ProcessEnv,
-    )
-    .expect("test Corefile parses");
-    cf.blocks[0].directives_named(name).cloned().collect()
-}
-
 #[cfg(test)]
 mod tests;

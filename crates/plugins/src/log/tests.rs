@@ -5,10 +5,10 @@ use clusterdns_plugin::{Chain, Proto, ResponseWriter};
 use clusterdns_wire::{Name, Query, Rtype};
 
 use super::*;
-use crate::whoami::testutil::{setup, setup_err};
+use crate::testutil::{setup, setup_err};
 
 fn rules(corefile: &str) -> Vec<Rule> {
-    let owned = crate::log::test_directives(corefile, "log");
+    let owned = crate::testutil::directives(corefile, "log");
     let dirs: Vec<&Directive> = owned.iter().collect();
     parse(&dirs).unwrap()
 }

@@ -23,21 +23,19 @@ const TRY_FOR: Duration = Duration::from_secs(30);
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    if !dirs[0].args.is_empty() || !dirs[0].block.is_empty() {
-        return Err(dirs[0].arg_err());
+    let d = clusterdns_plugin::parse::once(dirs)?;
+    if !d.args.is_empty() || !d.block.is_empty() {
+        return Err(d.arg_err());
     }
     let zone_text = ctx.zones().into_iter().next().unwrap_or_else(|| ".".into());
-    let zone = Name::from_ascii(&zone_text).map_err(|e| dirs[0].err(e.to_string()))?;
+    let zone = Name::from_ascii(&zone_text).map_err(|e| d.err(e.to_string()))?;
     let port = ctx
         .keys
         .first()
         .and_then(|k| k.port)
         .unwrap_or(ctx.dns_port);
     let host = ctx.bind.first().copied();
-    let l = Arc::new(Loop::new(zone, zone_text, host, port).map_err(|e| dirs[0].err(e))?);
+    let l = Arc::new(Loop::new(zone, zone_text, host, port).map_err(|e| d.err(e))?);
     ctx.add_plugin(l.clone());
     ctx.shared.on_startup.push(Box::new(move || {
         let rt = tokio::runtime::Handle::try_current()

@@ -29,7 +29,7 @@ const DEFAULT_ADDR: &str = "localhost:9153";
 const NOT_HANDLERS: &[&str] = &["reload", "bind", "ready", "health"];
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let (d, addr) = crate::health::once_with_addr(dirs, DEFAULT_ADDR)?;
+    let (d, addr) = clusterdns_plugin::parse::once_with_addr(dirs, DEFAULT_ADDR)?;
     for line in &d.block {
         match line.name.text.as_str() {
             "runtime_metrics" if line.args.is_empty() => {}

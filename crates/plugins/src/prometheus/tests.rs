@@ -3,7 +3,7 @@ use clusterdns_plugin::{Chain, Proto, ResponseWriter};
 use clusterdns_wire::{Name, Query, Rtype};
 
 use super::*;
-use crate::whoami::testutil::{setup as run_setup, setup_err};
+use crate::testutil::{setup as run_setup, setup_err};
 
 #[test]
 fn setup_accepts() {

@@ -17,7 +17,7 @@ pub const DEF: PluginDef = PluginDef {
 const DEFAULT_ADDR: &str = ":8181";
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let (d, addr) = crate::health::once_with_addr(dirs, DEFAULT_ADDR)?;
+    let (d, addr) = clusterdns_plugin::parse::once_with_addr(dirs, DEFAULT_ADDR)?;
     let mut continuously = false;
     for line in &d.block {
         match line.name.text.as_str() {
@@ -109,7 +109,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     use super::*;
-    use crate::whoami::testutil::{setup as run_setup, setup_err};
+    use crate::testutil::{setup as run_setup, setup_err};
 
     #[test]
     fn setup_accepts() {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::duration::{format_go, parse_go};
+use clusterdns_corefile::{ConfigError, Directive, Token};
+use clusterdns_plugin::duration::{Signed, format_go, parse_go_signed};
 use clusterdns_plugin::setup::ReloadSettings;
 use clusterdns_plugin::{PluginDef, SetupCtx};
 
@@ -24,30 +24,30 @@ fn parse(d: &Directive) -> Result<(Duration, Duration), ConfigError> {
     if d.args.len() > 2 {
         return Err(d.arg_err());
     }
+    // Go parses a negative duration; CoreDNS then finds it below the minimum.
+    let signed = |a: &Token| parse_go_signed(&a.text).map_err(|e| a.err(e.to_string()));
     let interval = match d.args.first() {
-        Some(a) => parse_go(&a.text).map_err(|e| a.err(e.to_string()))?,
-        None => DEFAULT_INTERVAL,
+        Some(a) => signed(a)?,
+        None => Signed::from(DEFAULT_INTERVAL),
     };
-    if interval < MIN_INTERVAL {
+    if interval.negative || interval.magnitude < MIN_INTERVAL {
         return Err(d.err(format!(
             "interval value must be greater or equal to {}",
             format_go(MIN_INTERVAL)
         )));
     }
-    let mut jitter = match d.args.get(1) {
-        Some(a) => parse_go(&a.text).map_err(|e| a.err(e.to_string()))?,
-        None => DEFAULT_JITTER,
+    let jitter = match d.args.get(1) {
+        Some(a) => signed(a)?,
+        None => Signed::from(DEFAULT_JITTER),
     };
-    if !jitter.is_zero() && jitter < MIN_JITTER {
+    if !jitter.magnitude.is_zero() && (jitter.negative || jitter.magnitude < MIN_JITTER) {
         return Err(d.err(format!(
             "jitter value must be 0 or greater or equal to {}",
             format_go(MIN_JITTER)
         )));
     }
-    if jitter > interval / 2 {
-        jitter = interval / 2;
-    }
-    Ok((interval, jitter))
+    let (interval, jitter) = (interval.magnitude, jitter.magnitude);
+    Ok((interval, jitter.min(interval / 2)))
 }
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
@@ -74,7 +74,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::whoami::testutil::{setup as run_setup, setup_err};
+    use crate::testutil::{setup as run_setup, setup_err};
 
     fn settings(c: &str) -> ReloadSettings {
         run_setup(DEF, c).unwrap().shared.reload.unwrap()
@@ -123,6 +123,15 @@ mod tests {
                 "time: missing unit in duration \"10\"",
             ),
             (". {\n reload 10s x\n}", "time: invalid duration \"x\""),
+            // Go parses a negative duration; CoreDNS finds it below the minimum.
+            (
+                ". {\n reload -1m\n}",
+                "interval value must be greater or equal to 2s",
+            ),
+            (
+                ". {\n reload 10s -1s\n}",
+                "jitter value must be 0 or greater or equal to 1s",
+            ),
             (
                 ". {\n reload 1 2 3\n}",
                 "Wrong argument count or unexpected line ending after '3'",

@@ -14,11 +14,9 @@ pub const DEF: PluginDef = PluginDef {
 };
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    if !dirs[0].args.is_empty() || !dirs[0].block.is_empty() {
-        return Err(dirs[0].arg_err());
+    let d = clusterdns_plugin::parse::once(dirs)?;
+    if !d.args.is_empty() || !d.block.is_empty() {
+        return Err(d.arg_err());
     }
     ctx.add_plugin(Arc::new(Whoami));
     Ok(())
@@ -69,6 +67,3 @@ impl Plugin for Whoami {
         Flow::Answered
     }
 }
-
-#[cfg(test)]
-pub(crate) mod testutil;

@@ -1,11 +1,12 @@
-//! Test helpers shared by the plugin modules' unit tests: run a plugin's
-//! setup on a Corefile snippet, and run a query through the handlers it
-//! added. No sockets.
+//! Test helpers shared by the plugin modules' unit tests: read a Corefile
+//! snippet's directives, run a plugin's setup on it, and run a query
+//! through the handlers it added. No sockets. (Query packets and reply
+//! decoding come from `clusterdns_plugin::testing`.)
 
 use std::path::Path;
 use std::sync::Arc;
 
-use clusterdns_corefile::{ConfigError, ProcessEnv, parse_key, parse_str};
+use clusterdns_corefile::{ConfigError, Directive, ProcessEnv, parse_key, parse_str};
 use clusterdns_plugin::metrics::Registry;
 use clusterdns_plugin::testing::{self, Reply};
 use clusterdns_plugin::{
@@ -43,6 +44,13 @@ pub(crate) fn setup_in(
         ctx.take_plugins()
     };
     Ok(SetupResult { plugins, shared })
+}
+
+/// Parses a Corefile and returns its first block's directives called
+/// `name` (cloned), for tests of a plugin's parser alone.
+pub(crate) fn directives(corefile: &str, name: &str) -> Vec<Directive> {
+    let cf = parse_str(corefile, Path::new("Corefile"), &ProcessEnv).expect("test Corefile parses");
+    cf.blocks[0].directives_named(name).cloned().collect()
 }
 
 /// [`setup_in`] with the current directory.

@@ -8,19 +8,12 @@ use clusterdns_corefile::{ConfigError, Directive};
 /// The single directive of a once-per-block admin plugin (`ready`,
 /// `prometheus`) and its optional `ADDRESS` argument, resolved
 /// (`default` when absent).
-pub(crate) fn once_with_addr<'d>(
+pub fn once_with_addr<'d>(
     dirs: &[&'d Directive],
     default: &str,
 ) -> Result<(&'d Directive, SocketAddr), ConfigError> {
-    if dirs.len() > 1 {
-        return Err(dirs[1].err("this plugin can only be used once per Server Block"));
-    }
-    let d = dirs[0];
-    let text = match d.args.as_slice() {
-        [] => default,
-        [a] => a.text.as_str(),
-        _ => return Err(d.arg_err()),
-    };
+    let d = super::once(dirs)?;
+    let text = super::optional_arg(d)?.unwrap_or(default);
     let addr = listen_addr(text).map_err(|e| d.err(e))?;
     Ok((d, addr))
 }
@@ -53,7 +46,7 @@ fn split_host_port(s: &str) -> Result<(&str, &str), String> {
 /// Checks `s` as CoreDNS's setup does (`net.SplitHostPort`) and resolves
 /// it to the socket address to listen on. An empty host listens on every
 /// IPv4 address; `localhost` is 127.0.0.1.
-pub(crate) fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
     let (host, port) = split_host_port(s)?;
     let port: u16 = port
         .parse()

@@ -1,0 +1,108 @@
+//! Setup helpers shared by every plugin, as CoreDNS keeps them in
+//! `plugin/pkg/parse` and `plugin.ErrOnce`: the once-per-block check,
+//! argument counts, integers, Go durations, zone names and admin listen
+//! addresses, each with the error text CoreDNS prints.
+//!
+//! ```
+//! use clusterdns_plugin::parse;
+//!
+//! let text = ". {\n cache 30 {\n  prefetch 2 1m\n }\n cache\n}\n";
+//! let env = clusterdns_corefile::ProcessEnv;
+//! let cf = clusterdns_corefile::parse_str(text, "Corefile".as_ref(), &env).unwrap();
+//! let dirs: Vec<_> = cf.blocks[0].directives_named("cache").collect();
+//! let err = parse::once(&dirs).unwrap_err();
+//! assert_eq!((err.line, err.msg.as_str()), (5, parse::ONCE));
+//!
+//! let prefetch = &dirs[0].block[0];
+//! let [amount, duration] = prefetch.args.as_slice() else { panic!() };
+//! assert_eq!(parse::atoi::<u32>(prefetch, &amount.text).unwrap(), 2);
+//! assert_eq!(parse::duration(prefetch, &duration.text).unwrap().as_secs(), 60);
+//! assert_eq!(
+//!     parse::duration(prefetch, "1d").unwrap_err().msg,
+//!     "time: unknown unit \"d\" in duration \"1d\""
+//! );
+//! ```
+
+mod addr;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clusterdns_corefile::{ConfigError, Directive, normalize_zone};
+use clusterdns_wire::Name;
+
+use crate::duration::Signed;
+
+pub use addr::{listen_addr, once_with_addr};
+
+/// CoreDNS's `plugin.ErrOnce`, for a plugin written twice in one server block.
+pub const ONCE: &str = "this plugin can only be used once per Server Block";
+
+/// The one directive of a plugin that may appear once per server block;
+/// the second one is the error ([`ONCE`]).
+pub fn once<'d>(dirs: &[&'d Directive]) -> Result<&'d Directive, ConfigError> {
+    match dirs {
+        [d] => Ok(d),
+        [_, second, ..] => Err(second.err(ONCE)),
+        // The server calls a setup only for the directives it found.
+        [] => Err(ConfigError {
+            file: Path::new("").into(),
+            line: 0,
+            msg: "no directive to set up".to_owned(),
+        }),
+    }
+}
+
+/// The argument of a directive that takes exactly one (`c.NextArg()` once,
+/// else `c.ArgErr()`).
+pub fn one_arg(d: &Directive) -> Result<&str, ConfigError> {
+    match d.args.as_slice() {
+        [a] => Ok(a.text.as_str()),
+        _ => Err(d.arg_err()),
+    }
+}
+
+/// The argument of a directive that takes none or one.
+pub fn optional_arg(d: &Directive) -> Result<Option<&str>, ConfigError> {
+    match d.args.as_slice() {
+        [] => Ok(None),
+        [a] => Ok(Some(a.text.as_str())),
+        _ => Err(d.arg_err()),
+    }
+}
+
+/// A directive that takes no argument.
+pub fn no_args(d: &Directive) -> Result<(), ConfigError> {
+    if d.args.is_empty() {
+        Ok(())
+    } else {
+        Err(d.arg_err())
+    }
+}
+
+/// An integer argument, with the text of Go's `strconv.Atoi` for anything
+/// that is not one of type `T`.
+pub fn atoi<T: FromStr>(d: &Directive, s: &str) -> Result<T, ConfigError> {
+    s.parse::<T>()
+        .map_err(|_| d.err(format!("strconv.Atoi: parsing \"{s}\": invalid syntax")))
+}
+
+/// A Go duration argument that may not be negative
+/// ([`crate::duration::parse_go`]; the error is Go's text).
+pub fn duration(d: &Directive, s: &str) -> Result<Duration, ConfigError> {
+    crate::duration::parse_go(s).map_err(|e| d.err(e.to_string()))
+}
+
+/// A Go duration argument that may be negative, for the settings where
+/// CoreDNS refuses a negative one with a text of its own.
+pub fn signed_duration(d: &Directive, s: &str) -> Result<Signed, ConfigError> {
+    crate::duration::parse_go_signed(s).map_err(|e| d.err(e.to_string()))
+}
+
+/// A zone argument, normalised as CoreDNS's `plugin.Host(s).NormalizeExact()`
+/// (one zone; a CIDR that expands to several is an error).
+pub fn zone(d: &Directive, s: &str) -> Result<Name, ConfigError> {
+    let z = normalize_zone(s).map_err(|e| d.err(e))?;
+    Name::from_ascii(&z).map_err(|e| d.err(format!("{s}: {e}")))
+}
