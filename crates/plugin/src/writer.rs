@@ -16,6 +16,17 @@ pub struct ResponseWriter {
     /// carry an OPT record; replies built with [`ResponseWriter::reply`]
     /// have none, which spares the server a search for it.
     foreign: bool,
+    /// Bytes name compression saved in the message, when known: set by
+    /// the builder of [`ResponseWriter::reply`] or by the plugin that
+    /// wrote the message ([`ResponseWriter::set_compression_saved`]).
+    saved: Option<usize>,
+    /// Where the builder reports its savings.
+    saved_slot: usize,
+    /// The message was built by [`ResponseWriter::reply`], so
+    /// `saved_slot` holds its savings.
+    built: bool,
+    /// The message is an error reply of [`ResponseWriter::write_error`].
+    by_server: bool,
 }
 
 impl ResponseWriter {
@@ -24,6 +35,10 @@ impl ResponseWriter {
         Self {
             buf: Vec::with_capacity(65535),
             foreign: false,
+            saved: None,
+            saved_slot: 0,
+            built: false,
+            by_server: false,
         }
     }
 
@@ -38,23 +53,39 @@ impl ResponseWriter {
     /// the server writes before any chain runs).
     pub fn reply_query<'w>(&'w mut self, query: &Query<'_>) -> MessageBuilder<'w> {
         self.foreign = false;
-        MessageBuilder::reply_to(query, &mut self.buf)
+        self.built = true;
+        self.by_server = false;
+        MessageBuilder::reply_to(query, &mut self.buf).counting_savings(&mut self.saved_slot)
     }
 
     /// Replaces the content with a complete message (for example from a
     /// cache or an upstream).
     pub fn set_message(&mut self, msg: &[u8]) {
         self.foreign = true;
+        self.built = false;
+        self.by_server = false;
+        self.saved = None;
         self.buf.clear();
         self.buf.extend_from_slice(msg);
     }
 
     /// Writes a reply carrying only `rcode` and the question, as CoreDNS's
-    /// server does when a plugin returns an error without writing.
+    /// server does when a plugin returns an error, or an error rcode
+    /// (SERVFAIL, REFUSED, FORMERR, NOTIMP), without writing. Such a reply
+    /// never passed the writers the plugins wrapped, so it is
+    /// [`ResponseWriter::written_by_server`]: CoreDNS's metrics count it
+    /// with an empty `plugin` label and a size of 0.
     pub fn write_error(&mut self, req: &Request<'_>, rcode: Rcode) {
         let mut b = self.reply(req);
         b.set_rcode(rcode);
         b.finish();
+        self.by_server = true;
+    }
+
+    /// Whether the message is an error reply the server wrote in a
+    /// plugin's stead ([`ResponseWriter::write_error`]).
+    pub fn written_by_server(&self) -> bool {
+        self.by_server
     }
 
     /// The message written so far.
@@ -73,6 +104,9 @@ impl ResponseWriter {
     /// message as possibly carrying an OPT record.
     pub fn raw_buffer(&mut self) -> &mut Vec<u8> {
         self.foreign = true;
+        self.built = false;
+        self.by_server = false;
+        self.saved = None;
         &mut self.buf
     }
 
@@ -81,6 +115,9 @@ impl ResponseWriter {
     /// example by a plugin's own memo of its answers.
     pub fn replay_buffer(&mut self) -> &mut Vec<u8> {
         self.foreign = false;
+        self.built = false;
+        self.by_server = false;
+        self.saved = None;
         &mut self.buf
     }
 
@@ -102,6 +139,44 @@ impl ResponseWriter {
     /// Empties the buffer, keeping its capacity.
     pub fn clear(&mut self) {
         self.foreign = false;
+        self.built = false;
+        self.by_server = false;
+        self.saved = Some(0);
         self.buf.clear();
+    }
+
+    /// Bytes name compression saved in the message, when the writer
+    /// knows it without walking the message: for a reply built with
+    /// [`ResponseWriter::reply`], or one whose writer said so. A plugin
+    /// that keeps replies (a memo, a cache) stores it beside them.
+    pub fn compression_saved(&self) -> Option<usize> {
+        if self.built {
+            Some(self.saved_slot)
+        } else {
+            self.saved
+        }
+    }
+
+    /// Tells the writer what compression saved in the message just
+    /// written with [`ResponseWriter::raw_buffer`],
+    /// [`ResponseWriter::set_message`] or
+    /// [`ResponseWriter::replay_buffer`] (kept from
+    /// [`ResponseWriter::compression_saved`] when it was first built), so
+    /// [`ResponseWriter::uncompressed_len`] need not walk it. In-place
+    /// edits that move whole records keep it.
+    pub fn set_compression_saved(&mut self, saved: usize) {
+        self.built = false;
+        self.saved = Some(saved);
+    }
+
+    /// The message's length with no name compressed: what CoreDNS
+    /// reports as the response size (`{rsize}`, the size histogram),
+    /// since miekg/dns measures a reply before it compresses it. Known
+    /// for built replies; walked once otherwise.
+    pub fn uncompressed_len(&self) -> usize {
+        match self.compression_saved() {
+            Some(saved) => self.buf.len() + saved,
+            None => clusterdns_wire::uncompressed_len(&self.buf).unwrap_or(self.buf.len()),
+        }
     }
 }

@@ -420,6 +420,18 @@ impl ServerSpec {
         }
     }
 
+    /// A CoreDNS binary at `program` (see [`crate::reference_coredns`]),
+    /// run as `coredns -conf <Corefile>`, without a rig.
+    pub fn coredns_at(program: &Path, corefile_template: &str) -> ServerSpec {
+        ServerSpec {
+            name: "coredns".into(),
+            program: program.to_path_buf(),
+            args: vec!["-conf".into(), "@COREFILE@".into()],
+            corefile: corefile_template.into(),
+            vars: Vec::new(),
+        }
+    }
+
     /// clusterdns from [`clusterdns_bin`], run as `clusterdns -conf <Corefile>`.
     pub fn clusterdns(corefile_template: &str) -> io::Result<ServerSpec> {
         Ok(ServerSpec::clusterdns_at(
@@ -540,6 +552,14 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
+    /// Starts one server (no rig: `@KUBECONFIG@` stays as it is) and waits
+    /// until it listens (and, with `@PORT_READY@`, is ready).
+    pub fn start(spec: &ServerSpec) -> io::Result<RunningServer> {
+        let mut s = RunningServer::spawn(spec, None)?;
+        s.wait_ready(Duration::from_secs(30))?;
+        Ok(s)
+    }
+
     fn spawn(spec: &ServerSpec, kubeconfig: Option<&Path>) -> io::Result<RunningServer> {
         let dir = ScratchDir::new(&spec.name)?;
         let port = free_port()?;
@@ -607,6 +627,46 @@ impl RunningServer {
     /// The end of the server's log.
     pub fn log(&self) -> String {
         self.process.log_tail(8000)
+    }
+
+    /// The whole log (stdout and stderr) so far.
+    pub fn log_all(&self) -> String {
+        std::fs::read_to_string(self.process.log_path()).unwrap_or_default()
+    }
+
+    /// The port given for `@NAME@` (`PORT`, `PORT_READY`…).
+    pub fn port(&self, name: &str) -> Option<u16> {
+        self.ports.get(name).copied()
+    }
+
+    /// Sends `signal` (e.g. `"TERM"`, `"INT"`, `"USR1"`) to the program.
+    pub fn signal(&self, signal: &str) -> io::Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| io::Error::other(format!("{} is not running", self.name)))?;
+        let st = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill -{signal} {pid}: {st}")))
+        }
+    }
+
+    /// Waits up to `timeout` for the program to exit; its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.process.exited() {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The server program's pid (see [`ServerProcess::program_pid`]).

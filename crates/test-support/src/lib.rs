@@ -24,6 +24,7 @@
 
 mod diff;
 mod dns;
+mod ops;
 mod private_rig;
 mod process;
 mod rig;
@@ -37,6 +38,10 @@ pub use diff::{
 pub use dns::{
     Flags, Outcome, Query, QueryEdns, Response, ResponseEdns, Rr, Transport, exchange,
     exchange_tcp, exchange_udp, rcode_name,
+};
+pub use ops::{
+    HttpResponse, LogLine, RunOutput, SeriesKey, compare_log_lines, compare_metrics, http_request,
+    log_lines, metric_samples, process_lines, reference_coredns, run, run_corefile,
 };
 pub use private_rig::{ApiRequest, PrivateRig};
 pub use process::{ScratchDir, ServerProcess, free_port};

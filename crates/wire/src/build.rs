@@ -212,6 +212,9 @@ fn name_eq_at(buf: &[u8], mut off: usize, suffix: &[u8]) -> bool {
     false
 }
 
+/// Where a push started: message length, compression entries, savings.
+type Mark = (usize, usize, usize);
+
 /// Writes a DNS message into a reused buffer.
 pub struct MessageBuilder<'b> {
     buf: &'b mut Vec<u8>,
@@ -223,6 +226,11 @@ pub struct MessageBuilder<'b> {
     ext_rcode: u8,
     opt_ttl_at: Option<usize>,
     comp: Compressor,
+    /// Bytes compression saved so far: the message's uncompressed length
+    /// is its length plus this (see [`crate::size`]).
+    saved: usize,
+    /// Where [`finish`](Self::finish) reports `saved`, if anywhere.
+    saved_out: Option<&'b mut usize>,
 }
 
 impl<'b> MessageBuilder<'b> {
@@ -269,7 +277,23 @@ impl<'b> MessageBuilder<'b> {
             ext_rcode: 0,
             opt_ttl_at: None,
             comp: Compressor::new(),
+            saved: 0,
+            saved_out: None,
         }
+    }
+
+    /// Reports, at [`finish`](Self::finish), into `out` how many bytes name
+    /// compression saved (0 until then): so a writer knows the message's
+    /// uncompressed length without walking it.
+    pub fn counting_savings(mut self, out: &'b mut usize) -> Self {
+        *out = 0;
+        self.saved_out = Some(out);
+        self
+    }
+
+    /// The length the message would have without name compression.
+    pub fn uncompressed_len(&self) -> usize {
+        self.buf.len() + self.saved
     }
 
     /// Sets the size limit (default 65535). Pushes that would exceed it fail.
@@ -455,6 +479,9 @@ impl<'b> MessageBuilder<'b> {
     pub fn finish(self) -> usize {
         let [qd, an, ns, ar] = self.counts;
         set_counts(self.buf, qd, an, ns, ar);
+        if let Some(out) = self.saved_out {
+            *out = self.saved;
+        }
         self.buf.len()
     }
 
@@ -468,16 +495,17 @@ impl<'b> MessageBuilder<'b> {
         Ok(())
     }
 
-    fn mark(&self) -> (usize, usize) {
-        (self.buf.len(), self.comp.len)
+    fn mark(&self) -> Mark {
+        (self.buf.len(), self.comp.len, self.saved)
     }
 
-    fn rollback(&mut self, (len, comp_len): (usize, usize)) {
+    fn rollback(&mut self, (len, comp_len, saved): Mark) {
         self.buf.truncate(len);
         self.comp.len = comp_len;
+        self.saved = saved;
     }
 
-    fn commit(&mut self, mark: (usize, usize), idx: usize) -> Result<(), TruncationError> {
+    fn commit(&mut self, mark: Mark, idx: usize) -> Result<(), TruncationError> {
         match self.counts[idx].checked_add(1) {
             Some(n) if self.buf.len() <= self.limit => {
                 self.counts[idx] = n;
@@ -490,7 +518,7 @@ impl<'b> MessageBuilder<'b> {
         }
     }
 
-    fn patch_rdlen(&mut self, at: usize, mark: (usize, usize)) -> Result<(), TruncationError> {
+    fn patch_rdlen(&mut self, at: usize, mark: Mark) -> Result<(), TruncationError> {
         match u16::try_from(self.buf.len() - at - 2) {
             Ok(len) => {
                 self.buf[at..at + 2].copy_from_slice(&len.to_be_bytes());
@@ -562,6 +590,8 @@ impl<'b> MessageBuilder<'b> {
             Some((_, off)) => {
                 self.buf.extend_from_slice(&wire[..plain_end]);
                 self.put_u16(0xC000 | off as u16);
+                // The suffix the pointer stands for, less the pointer.
+                self.saved += wire.len().saturating_sub(plain_end + 2);
             }
             None => self.buf.extend_from_slice(wire),
         }

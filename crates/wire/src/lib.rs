@@ -101,6 +101,7 @@ pub mod name;
 pub mod query;
 mod read;
 pub mod record;
+pub mod size;
 pub mod truncate;
 pub mod types;
 
@@ -112,6 +113,7 @@ pub use message::{Message, RecordView, Records};
 pub use name::{Name, parse_reverse, reverse_name};
 pub use query::Query;
 pub use record::{Record, RecordData, RecordParseError};
+pub use size::uncompressed_len;
 pub use truncate::truncate;
 pub use types::{Class, Opcode, Rcode, Rtype};
 

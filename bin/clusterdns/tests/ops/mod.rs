@@ -46,28 +46,12 @@ pub fn get_ok(port: u16, path: &str) -> (u16, String) {
 /// One sample of a metrics text: name and label set (sorted), value.
 pub type Sample = (String, Vec<(String, String)>, f64);
 
-/// Parses the Prometheus text format (no escapes in our label values).
+/// Parses the Prometheus text format (the harness's parser).
 pub fn samples(text: &str) -> Vec<Sample> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ').unwrap_or((line, "NaN"));
-        let (name, labels) = match series.split_once('{') {
-            Some((n, rest)) => (n, rest.trim_end_matches('}')),
-            None => (series, ""),
-        };
-        let mut ls: Vec<(String, String)> = labels
-            .split("\",")
-            .filter(|s| !s.is_empty())
-            .filter_map(|kv| kv.split_once("=\""))
-            .map(|(k, v)| (k.to_string(), v.trim_end_matches('"').to_string()))
-            .collect();
-        ls.sort();
-        out.push((name.to_string(), ls, value.parse().unwrap_or(f64::NAN)));
-    }
-    out
+    clusterdns_test_support::metric_samples(text)
+        .into_iter()
+        .map(|((name, labels), value)| (name, labels, value))
+        .collect()
 }
 
 /// The value of `name` with exactly these labels (any order).

@@ -221,7 +221,11 @@ impl Inner {
     /// Copies the entry into the writer: the client's ID, question (its
     /// case) and flags, the entry's rcode, RA and AD, and the TTL.
     fn write_hit(&self, e: &Entry, ttl: i64, q: &Query<'_>, w: &mut ResponseWriter) {
-        let buf = w.raw_buffer();
+        self.fill_hit(e, ttl, q, w.raw_buffer());
+        w.set_compression_saved(e.saved);
+    }
+
+    fn fill_hit(&self, e: &Entry, ttl: i64, q: &Query<'_>, buf: &mut Vec<u8>) {
         buf.clear();
         buf.extend_from_slice(&e.msg);
         let qh = q.header();
@@ -439,7 +443,7 @@ impl Inner {
                 };
                 let mut w = ResponseWriter::new();
                 let outcome = tail.run_async(&r, &mut w).await;
-                if outcome.error.is_none() {
+                if outcome.error.is_none() && !w.written_by_server() {
                     inner
                         .metrics
                         .with(&server, |h| inner.store(&q, w.buffer_mut(), h, true));
@@ -518,7 +522,9 @@ impl Plugin for Cache {
             {
                 return;
             }
-            if outcome.error.is_some() {
+            // An error rcode the server wrote for a plugin (hosts' SERVFAIL)
+            // never passed CoreDNS's cache writer: not cached.
+            if outcome.error.is_some() || w.written_by_server() {
                 return;
             }
             inner.store(req.query, w.buffer_mut(), h, false);

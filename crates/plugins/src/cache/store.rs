@@ -24,6 +24,10 @@ pub(crate) struct Entry {
     pub msg: Box<[u8]>,
     /// Offsets of the TTL fields in `msg`.
     pub ttl_offs: Box<[u32]>,
+    /// Bytes name compression saves in `msg` (its uncompressed length,
+    /// the response size CoreDNS reports, less its length), found once
+    /// here rather than on every hit.
+    pub saved: usize,
     /// When it was stored (clock milliseconds).
     pub stored_ms: u64,
     /// The TTL it was stored with, in seconds.
@@ -68,7 +72,9 @@ impl Entry {
             let o = o as usize;
             bytes.get_mut(o..o + 4)?.copy_from_slice(&ttl.to_be_bytes());
         }
+        let saved = clusterdns_wire::uncompressed_len(&bytes)?.saturating_sub(bytes.len());
         Some(Entry {
+            saved,
             qname: qname.to_lowercase(),
             qtype,
             qclass,

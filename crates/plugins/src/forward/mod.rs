@@ -366,8 +366,7 @@ impl Forward {
     /// client's ID and question.
     fn write_reply(&self, req: &Request<'_>, w: &mut ResponseWriter, reply: &[u8]) -> Flow {
         let Ok(msg) = Message::parse(reply) else {
-            w.write_error(req, Rcode::FORMERR);
-            return Flow::Answered;
+            return formerr(req, w);
         };
         let h = msg.header();
         let matches = h.qdcount == 1
@@ -376,8 +375,7 @@ impl Forward {
                 name.eq_ignore_case(req.qname()) && qtype == req.qtype()
             });
         if !matches {
-            w.write_error(req, Rcode::FORMERR);
-            return Flow::Answered;
+            return formerr(req, w);
         }
         let rcode = Rcode(u16::from(h.rcode_low()));
         if self.next_is_forward
@@ -420,4 +418,13 @@ impl Plugin for Forward {
     ) -> BoxFuture<'a, Flow> {
         Box::pin(self.serve(req, w))
     }
+}
+
+/// The FORMERR forward writes itself (through the writer, unlike an error
+/// rcode the server writes) for an upstream reply that does not match.
+fn formerr(req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+    let mut b = w.reply(req);
+    b.set_rcode(Rcode::FORMERR);
+    b.finish();
+    Flow::Answered
 }

@@ -43,7 +43,8 @@ const RING: usize = 4 << 20;
 /// with many endpoints): copying them would gain little.
 const MAX_REPLY: usize = 1500;
 /// Entry header: instance (8), generation (8), stored length (4), kind (1),
-/// padding to 8.
+/// padding (1), what name compression saved in the reply (2, for its
+/// uncompressed length: the response size CoreDNS reports).
 const ENTRY_HEAD: usize = 24;
 /// The largest entry: header and the longest reply kept (its ID is not
 /// stored), rounded up to the 8-byte alignment of entries.
@@ -204,7 +205,7 @@ impl Memo {
         instance: u64,
         generation: u64,
         question: &[u8],
-    ) -> Option<(u8, &[u8])> {
+    ) -> Option<(u8, u16, &[u8])> {
         if !self.intact(s) {
             return None;
         }
@@ -214,6 +215,7 @@ impl Memo {
         let gen_ = u64::from_ne_bytes(e[8..16].try_into().ok()?);
         let len = u32::from_ne_bytes(e[16..20].try_into().ok()?) as usize;
         let kind = e[20];
+        let saved = u16::from_ne_bytes([e[22], e[23]]);
         if inst != instance || gen_ != generation {
             return None;
         }
@@ -221,7 +223,7 @@ impl Memo {
         // The question sits at offset 12 of the message, 10 of what is
         // stored (the message without its ID).
         let q = body.get(HEADER_LEN - 2..HEADER_LEN - 2 + question.len())?;
-        (q == question).then_some((kind, body))
+        (q == question).then_some((kind, saved, body))
     }
 
     pub(crate) fn replay(
@@ -235,7 +237,7 @@ impl Memo {
         let hash = self.hash(instance, question);
         let tag = (hash >> 32) as u32;
         let set = self.set(hash);
-        let (kind, body) = self
+        let (kind, saved, body) = self
             .ways(set)
             .iter()
             .filter(|s| s.tag == tag)
@@ -253,6 +255,7 @@ impl Memo {
         let flags = u16::from_be_bytes([buf[2], buf[3]]);
         let flags = (flags & !COPIED) | (q.flags & COPIED);
         buf[2..4].copy_from_slice(&flags.to_be_bytes());
+        w.set_compression_saved(usize::from(saved));
         Some(Flow::Answered)
     }
 
@@ -266,15 +269,20 @@ impl Memo {
     ) {
         let question = req.query.question_bytes();
         let q_at = HEADER_LEN..HEADER_LEN + question.len();
-        let (kind, stored_len) = match flow {
+        let (kind, stored_len, saved) = match flow {
             Flow::Answered => {
                 let msg = w.bytes();
+                // Only built replies: their compression savings are known
+                // (and below MAX_REPLY, so they fit the entry's two bytes).
+                let Some(saved) = w.compression_saved().and_then(|n| u16::try_from(n).ok()) else {
+                    return;
+                };
                 if w.may_have_opt() || msg.len() > MAX_REPLY || msg.get(q_at) != Some(question) {
                     return;
                 }
-                (KIND_REPLY, msg.len() - 2)
+                (KIND_REPLY, msg.len() - 2, saved)
             }
-            Flow::Next => (KIND_NEXT, HEADER_LEN - 2 + question.len()),
+            Flow::Next => (KIND_NEXT, HEADER_LEN - 2 + question.len(), 0),
             _ => return,
         };
         let size = (ENTRY_HEAD + stored_len).next_multiple_of(8);
@@ -293,6 +301,7 @@ impl Memo {
         e[8..16].copy_from_slice(&generation.to_ne_bytes());
         e[16..20].copy_from_slice(&(stored_len as u32).to_ne_bytes());
         e[20] = kind;
+        e[22..24].copy_from_slice(&saved.to_ne_bytes());
         let body = &mut e[ENTRY_HEAD..ENTRY_HEAD + stored_len];
         match kind {
             KIND_REPLY => body.copy_from_slice(&w.bytes()[2..]),

@@ -116,13 +116,15 @@ impl Format {
         Format { nodes: merged }
     }
 
-    /// Appends the line for `req` and its `reply` to `out`.
-    pub fn render(&self, req: &Request<'_>, reply: &[u8], out: &mut Vec<u8>) {
+    /// Appends the line for `req` and its `reply` to `out`; `rsize` is
+    /// the reply's uncompressed length (`{rsize}`, as CoreDNS measures a
+    /// reply before miekg/dns compresses it).
+    pub fn render(&self, req: &Request<'_>, reply: &[u8], rsize: usize, out: &mut Vec<u8>) {
         for n in &self.nodes {
             match n {
                 Node::Literal(s) => out.extend_from_slice(s.as_bytes()),
                 Node::Metadata => out.extend_from_slice(EMPTY),
-                Node::Label(l) => value(*l, req, reply, out),
+                Node::Label(l) => value(*l, req, reply, rsize, out),
             }
         }
     }
@@ -135,7 +137,7 @@ fn addr(ip: IpAddr, out: &mut Vec<u8>) {
     };
 }
 
-fn value(l: Label, req: &Request<'_>, reply: &[u8], out: &mut Vec<u8>) {
+fn value(l: Label, req: &Request<'_>, reply: &[u8], rsize: usize, out: &mut Vec<u8>) {
     let q = req.query;
     let _ = match l {
         Label::Type => write!(out, "{}", req.qtype()),
@@ -160,7 +162,7 @@ fn value(l: Label, req: &Request<'_>, reply: &[u8], out: &mut Vec<u8>) {
             Ok(h) => write!(out, "{}", Rcode(u16::from(h.rcode_low()))),
             Err(_) => out.write_all(EMPTY),
         },
-        Label::Rsize => write!(out, "{}", reply.len()),
+        Label::Rsize => write!(out, "{rsize}"),
         Label::Duration => write!(out, "{}s", req.received.elapsed().as_secs_f64()),
         Label::Rflags => {
             if reply.len() < HEADER_LEN {

@@ -141,7 +141,8 @@ impl Plugin for Log {
             };
             buf.clear();
             buf.extend_from_slice(b"[INFO] ");
-            rule.format.render(req, w.bytes(), &mut buf);
+            rule.format
+                .render(req, w.bytes(), w.uncompressed_len(), &mut buf);
             buf.push(b'\n');
             clusterdns_plugin::log::raw(&buf);
         });

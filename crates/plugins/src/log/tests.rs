@@ -74,13 +74,14 @@ fn format_parsing_matches_coredns_replacer() {
     let zone = Name::root();
     let req = testing::request(&q, &zone);
     let mut out = Vec::new();
-    f.render(&req, &[], &mut out);
+    f.render(&req, &[], 0, &mut out);
     assert_eq!(String::from_utf8(out).unwrap(), "A } {foo} MX - {");
 }
 
 fn render(fmt: &str, req: &Request<'_>, reply: &[u8]) -> String {
     let mut out = Vec::new();
-    Format::parse(fmt).render(req, reply, &mut out);
+    let rsize = clusterdns_wire::uncompressed_len(reply).unwrap_or(reply.len());
+    Format::parse(fmt).render(req, reply, rsize, &mut out);
     String::from_utf8(out).unwrap()
 }
 

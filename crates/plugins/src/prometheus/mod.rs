@@ -9,8 +9,8 @@ use clusterdns_plugin::metrics::{
     Counter, Family, Gauge, HistogramSeries, Registry, SIZE_BUCKETS, TIME_BUCKETS,
 };
 use clusterdns_plugin::{
-    Flow, HttpReply, HttpRoute, Outcome, Plugin, PluginDef, Proto, Request, ResponseWriter,
-    SetupCtx,
+    ChainTail, Flow, HttpReply, HttpRoute, Outcome, Plugin, PluginDef, Proto, Request,
+    ResponseWriter, SetupCtx,
 };
 use clusterdns_wire::{Name, Rtype};
 use parking_lot::Mutex;
@@ -89,13 +89,16 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 
     let mut names: Vec<&'static str> = crate::registry().iter().map(|d| d.name).collect();
     names.push("");
+    let tail = ChainTail::default();
     ctx.add_plugin(Arc::new(Prometheus {
         fams,
         tables: ArcSwap::from_pointee(Vec::new()),
         grow: Mutex::new(()),
         plugin_names: names,
-        last_plugin: AtomicUsize::new(0),
+        tail: tail.clone(),
+        next_plugin: OnceLock::new(),
     }));
+    ctx.bind_tail(&tail);
     Ok(())
 }
 
@@ -290,9 +293,10 @@ pub struct Prometheus {
     grow: Mutex<()>,
     /// `plugin` label values: every compiled-in plugin, then "".
     plugin_names: Vec<&'static str>,
-    /// The index [`Prometheus::plugin_index`] found last: a block's
-    /// queries are mostly answered by the same plugin.
-    last_plugin: AtomicUsize,
+    /// The handlers after this one in the block's chain.
+    tail: ChainTail,
+    /// Index in `plugin_names` of the first of them, found once.
+    next_plugin: OnceLock<usize>,
 }
 
 impl std::fmt::Debug for Prometheus {
@@ -346,21 +350,26 @@ impl Prometheus {
             .cloned()
     }
 
-    fn plugin_index(&self, name: &str) -> usize {
-        let last = self.last_plugin.load(Ordering::Relaxed);
-        if self.plugin_names.get(last) == Some(&name) {
-            return last;
+    /// The `plugin` label of a reply that a plugin wrote: CoreDNS's
+    /// `plugin.NextOrFailure` wraps the writer it passes on in one that
+    /// names the plugin it calls, and only the wrapper right around the
+    /// metrics recorder can tell it; so whichever plugin behind answers,
+    /// the label is the handler right after *prometheus* in the chain.
+    fn next_plugin_index(&self) -> usize {
+        let none = self.plugin_names.len() - 1;
+        match self.tail.get() {
+            Some(chain) => *self.next_plugin.get_or_init(|| {
+                let name = chain.plugins().first().map_or("", |p| p.name());
+                self.plugin_names
+                    .iter()
+                    .position(|n| *n == name)
+                    .unwrap_or(none)
+            }),
+            None => none,
         }
-        let i = self
-            .plugin_names
-            .iter()
-            .position(|n| *n == name)
-            .unwrap_or(self.plugin_names.len() - 1);
-        self.last_plugin.store(i, Ordering::Relaxed);
-        i
     }
 
-    fn report(&self, req: &Request<'_>, reply_len: usize, outcome: &Outcome) {
+    fn report(&self, req: &Request<'_>, reply_len: usize, by_server: bool, outcome: &Outcome) {
         // The table is read under the snapshot guard (no reference count
         // taken); only the first query of a (server, zone) builds one.
         let tables = self.tables.load();
@@ -407,16 +416,16 @@ impl Prometheus {
         t.request_size[p]
             .get_or_init(|| f.request_size.histogram_with(&[s, z, "", proto]))
             .observe(req.query.raw().len() as f64);
-        // The plugin that wrote the reply; "" when the server wrote it
-        // for an error, as CoreDNS's recorder reports.
-        let plugin = if outcome.error.is_some() {
-            ""
+        // "" when the server wrote an error reply: no plugin wrote
+        // through CoreDNS's recorder.
+        let pi = if by_server {
+            self.plugin_names.len() - 1
         } else {
-            outcome.plugin
+            self.next_plugin_index()
         };
+        let plugin = self.plugin_names[pi];
         let rc = usize::from(outcome.rcode.0);
         if rc < RCODES {
-            let pi = self.plugin_index(plugin);
             t.responses[rc * self.plugin_names.len() + pi]
                 .get_or_init(|| {
                     f.responses
@@ -452,7 +461,12 @@ impl Plugin for Prometheus {
     }
 
     fn response(&self, req: &Request<'_>, w: &mut ResponseWriter, outcome: &Outcome) {
-        self.report(req, w.bytes().len(), outcome);
+        // CoreDNS's recorder measures what the plugins wrote, uncompressed;
+        // an error reply the server writes never passes it (size 0, no
+        // plugin).
+        let by_server = outcome.error.is_some() || w.written_by_server();
+        let size = if by_server { 0 } else { w.uncompressed_len() };
+        self.report(req, size, by_server, outcome);
     }
 }
 

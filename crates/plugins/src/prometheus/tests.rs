@@ -1,9 +1,9 @@
 use clusterdns_plugin::testing;
-use clusterdns_plugin::{Chain, Proto, ResponseWriter};
+use clusterdns_plugin::{Chain, Proto, ResponseWriter, Shared};
 use clusterdns_wire::{Name, Query, Rtype};
 
 use super::*;
-use crate::testutil::{setup as run_setup, setup_err};
+use crate::testutil::{SetupResult, setup as run_setup, setup_err};
 
 #[test]
 fn setup_accepts() {
@@ -62,11 +62,82 @@ fn type_buckets() {
 
 /// Runs queries through `prometheus` + the whoami handler and checks the
 /// rendered series.
+/// Sets up `prometheus` of `corefile`'s first block followed by `then`
+/// (in chain order, as the server adds them): its chain and shared state.
+fn chain_with(corefile: &str, then: Vec<Arc<dyn Plugin>>) -> (Chain, Shared) {
+    let cf = clusterdns_corefile::parse_str(
+        corefile,
+        std::path::Path::new("Corefile"),
+        &clusterdns_corefile::ProcessEnv,
+    )
+    .unwrap();
+    let block = &cf.blocks[0];
+    let keys: Vec<_> = block
+        .keys
+        .iter()
+        .map(clusterdns_corefile::parse_key)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut shared = Shared::new(Arc::new(Registry::new()));
+    let plugins = {
+        let mut ctx = SetupCtx::new(block, &keys, std::path::Path::new("."), &mut shared);
+        let dirs: Vec<_> = block.directives_named("prometheus").collect();
+        (DEF.setup)(&mut ctx, &dirs).unwrap();
+        for p in then {
+            ctx.add_plugin(p);
+        }
+        ctx.take_plugins()
+    };
+    (Chain::new(plugins), shared)
+}
+
+/// Runs `x. A` through `chain`; the metrics text then.
+fn query_x(chain: &Chain, shared: &Shared) -> String {
+    let zone = Name::root();
+    let pkt = testing::query("x.", Rtype::A);
+    let q = Query::parse(&pkt).unwrap();
+    let req = testing::request(&q, &zone);
+    let mut w = ResponseWriter::new();
+    chain.run_sync(&req, &mut w).unwrap();
+    shared.metrics.render()
+}
+
+/// A handler that passes every query on.
+struct PassOn;
+
+impl Plugin for PassOn {
+    fn name(&self) -> &'static str {
+        "log"
+    }
+    fn query(&self, _req: &Request<'_>, _w: &mut ResponseWriter) -> Flow {
+        Flow::Next
+    }
+}
+
+#[test]
+fn plugin_label_is_the_handler_after_prometheus() {
+    // CoreDNS names the plugin right after prometheus, whichever answers.
+    let (chain, shared) = chain_with(
+        ". {\n prometheus\n}",
+        vec![Arc::new(PassOn), Arc::new(crate::whoami::Whoami)],
+    );
+    let text = query_x(&chain, &shared);
+    assert!(
+        text.contains(r#"coredns_dns_responses_total{plugin="log",rcode="NOERROR",server="dns://:53",view="",zone="."} 1"#),
+        "{text}"
+    );
+}
+
 #[test]
 fn counts_queries_with_coredns_labels() {
-    let mut r = run_setup(DEF, "example.org {\n prometheus\n}").unwrap();
-    r.plugins.push(std::sync::Arc::new(crate::whoami::Whoami));
-    let chain = Chain::new(r.plugins.clone());
+    let (chain, shared) = chain_with(
+        "example.org {\n prometheus\n}",
+        vec![Arc::new(crate::whoami::Whoami)],
+    );
+    let r = SetupResult {
+        plugins: Vec::new(),
+        shared,
+    };
     let zone = Name::from_ascii("example.org.").unwrap();
     let run = |pkt: &[u8], proto: Proto| {
         let q = Query::parse(pkt).unwrap();
@@ -116,14 +187,7 @@ fn counts_queries_with_coredns_labels() {
 #[test]
 fn server_failure_has_empty_plugin_label() {
     let r = run_setup(DEF, ". {\n prometheus\n}").unwrap();
-    let chain = Chain::new(r.plugins.clone());
-    let zone = Name::root();
-    let pkt = testing::query("x.", Rtype::A);
-    let q = Query::parse(&pkt).unwrap();
-    let req = testing::request(&q, &zone);
-    let mut w = ResponseWriter::new();
-    chain.run_sync(&req, &mut w).unwrap();
-    let text = r.shared.metrics.render();
+    let text = query_x(&Chain::new(r.plugins.clone()), &r.shared);
     assert!(
         text.contains(r#"coredns_dns_responses_total{plugin="",rcode="SERVFAIL",server="dns://:53",view="",zone="."} 1"#),
         "{text}"

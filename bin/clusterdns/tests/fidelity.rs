@@ -1,0 +1,175 @@
+//! Operational fidelity against the reference CoreDNS (issue 20): the
+//! same Corefile and the same queries to both, then what operators see
+//! compared: query log lines field by field, metric values and labels,
+//! process log lines, admin HTTP, `-plugins`/`-version`, Corefile errors.
+//! Each test skips when the reference binary is not built (`scripts/rig
+//! build`), unless `CLUSTERDNS_REQUIRE_RIG=1`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clusterdns_test_support::{
+    Query, RunningServer, ServerSpec, compare_log_lines, compare_metrics, coredns_or_skip,
+    log_lines,
+};
+
+fn clusterdns() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
+}
+
+/// Starts the reference and clusterdns on the same Corefile template.
+fn both(coredns: &Path, corefile: &str, vars: &[(&str, &str)]) -> (RunningServer, RunningServer) {
+    let mut r = ServerSpec::coredns_at(coredns, corefile);
+    let mut c = ServerSpec::clusterdns_at(clusterdns(), corefile);
+    for (k, v) in vars {
+        r = r.var(k, v);
+        c = c.var(k, v);
+    }
+    let r = RunningServer::start(&r).expect("start coredns");
+    let c = RunningServer::start(&c).expect("start clusterdns");
+    (r, c)
+}
+
+/// Sends every query to `s`, one after the other.
+fn send(s: &RunningServer, queries: &[Query]) {
+    for q in queries {
+        let _ = s.query(q, Duration::from_secs(3));
+    }
+}
+
+/// Waits until `s` has logged `n` query lines; its output then.
+fn logged(s: &RunningServer, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = s.log_all();
+        if log_lines(&out).len() >= n || Instant::now() > deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// GET /metrics on the server's `@PORT_METRICS@`.
+fn metrics(s: &RunningServer) -> String {
+    let port = s.port("PORT_METRICS").expect("a metrics port");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
+    assert_eq!(r.status, 200, "{}", s.name);
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+fn hosts_queries() -> Vec<Query> {
+    let mut qs = Vec::new();
+    for q in [
+        Query::new("a.test", "A").edns(1232),
+        Query::new("two.test", "A").edns(1232),
+        Query::new("two.test", "A"),
+        Query::new("a.test", "AAAA").edns(1232),
+        Query::new("missing.test", "A").edns(1232).dnssec_ok(),
+        Query::new("1.2.1.10.in-addr.arpa", "PTR"),
+    ] {
+        qs.push(q.clone());
+        qs.push(q.tcp());
+    }
+    qs
+}
+
+const HOSTS: &str = "    hosts {
+        10.1.2.3 a.test
+        10.1.2.1 two.test
+        10.1.2.2 two.test
+    }
+";
+
+#[test]
+fn query_log_lines_agree_field_by_field() {
+    let coredns = coredns_or_skip!();
+    let corefile = format!(".:@PORT@ {{\n    bind 127.0.0.1\n    log\n{HOSTS}}}\n");
+    let (r, c) = both(&coredns, &corefile, &[]);
+    let qs = hosts_queries();
+    send(&r, &qs);
+    send(&c, &qs);
+    let (lr, lc) = (
+        log_lines(&logged(&r, qs.len())),
+        log_lines(&logged(&c, qs.len())),
+    );
+    assert_eq!(lr.len(), qs.len(), "{}", r.log_all());
+    let d = compare_log_lines(&lr, &lc, false);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}
+
+/// The Corefiles of the metrics comparison: which plugin comes right
+/// after *prometheus* decides the `plugin` label.
+const METRICS_COREFILES: &[&str] = &[
+    "prometheus 127.0.0.1:@PORT_METRICS@\n    errors\n    log\n",
+    "prometheus 127.0.0.1:@PORT_METRICS@\n    log\n",
+    "prometheus 127.0.0.1:@PORT_METRICS@\n",
+    "prometheus 127.0.0.1:@PORT_METRICS@\n    cache\n",
+];
+
+#[test]
+fn dns_metrics_agree_in_values_and_labels() {
+    let coredns = coredns_or_skip!();
+    let qs = hosts_queries();
+    for head in METRICS_COREFILES {
+        let corefile = format!(
+            ".:@PORT@ {{\n    bind 127.0.0.1\n    {head}{HOSTS}}}\nexample.org:@PORT@ {{\n    bind 127.0.0.1\n    prometheus 127.0.0.1:@PORT_METRICS@\n}}\n"
+        );
+        let (r, c) = both(&coredns, &corefile, &[]);
+        let mut all = qs.clone();
+        // A zone whose chain has nothing after prometheus: SERVFAIL
+        // written by the server, plugin "".
+        all.push(Query::new("www.example.org", "A"));
+        send(&r, &all);
+        send(&c, &all);
+        let d = compare_metrics(
+            &metrics(&r),
+            r.addr.port(),
+            &metrics(&c),
+            c.addr.port(),
+            &["coredns_dns_"],
+        );
+        assert!(d.is_empty(), "{head}:\n{}", d.join("\n"));
+    }
+}
+
+/// An upstream both servers forward to: the reference CoreDNS with
+/// *hosts* (names that compress, a CNAME-free NODATA, SERVFAIL for names
+/// it does not know).
+fn upstream(coredns: &Path) -> RunningServer {
+    let corefile = format!(".:@PORT@ {{\n    bind 127.0.0.1\n{HOSTS}}}\n");
+    RunningServer::start(&ServerSpec::coredns_at(coredns, &corefile).named("upstream"))
+        .expect("start the upstream")
+}
+
+#[test]
+fn forwarded_and_cached_replies_agree_in_logs_and_metrics() {
+    let coredns = coredns_or_skip!();
+    let up = upstream(&coredns);
+    let up_port = up.addr.port().to_string();
+    for head in ["log\n    cache\n", "errors\n    log\n", "cache\n    log\n"] {
+        let corefile = format!(
+            ".:@PORT@ {{\n    bind 127.0.0.1\n    prometheus 127.0.0.1:@PORT_METRICS@\n    {head}    forward . 127.0.0.1:@UP@\n}}\n"
+        );
+        let (r, c) = both(&coredns, &corefile, &[("UP", &up_port)]);
+        // Twice: the second round comes from the cache where there is one.
+        let mut qs = hosts_queries();
+        qs.extend(hosts_queries());
+        send(&r, &qs);
+        send(&c, &qs);
+        let (lr, lc) = (
+            log_lines(&logged(&r, qs.len())),
+            log_lines(&logged(&c, qs.len())),
+        );
+        let d = compare_log_lines(&lr, &lc, false);
+        assert!(d.is_empty(), "{head}:\n{}", d.join("\n"));
+        let d = compare_metrics(
+            &metrics(&r),
+            r.addr.port(),
+            &metrics(&c),
+            c.addr.port(),
+            &["coredns_dns_", "coredns_cache_"],
+        );
+        assert!(d.is_empty(), "{head}:\n{}", d.join("\n"));
+    }
+}
