@@ -173,3 +173,60 @@ fn forwarded_and_cached_replies_agree_in_logs_and_metrics() {
         assert!(d.is_empty(), "{head}:\n{}", d.join("\n"));
     }
 }
+
+/// The value of every series of `name` in `text`, summed.
+fn total(text: &str, name: &str) -> f64 {
+    clusterdns_test_support::metric_samples(text)
+        .into_iter()
+        .filter(|((n, _), _)| n == name)
+        .map(|(_, v)| v)
+        .sum()
+}
+
+#[test]
+fn forward_with_every_upstream_down_tries_once_per_query() {
+    let coredns = coredns_or_skip!();
+    // Two ports nothing listens on (bound for a moment, then let go).
+    let dead: Vec<String> = (0..2)
+        .map(|_| clusterdns_test_support::free_port().unwrap().to_string())
+        .collect();
+    let corefile = ".:@PORT@ {
+    bind 127.0.0.1
+    prometheus 127.0.0.1:@PORT_METRICS@
+    forward . 127.0.0.1:@A@ 127.0.0.1:@B@ {
+        health_check 0.5s
+    }
+}
+";
+    let (r, c) = both(&coredns, corefile, &[("A", &dead[0]), ("B", &dead[1])]);
+    let q = [Query::new("x.test", "A")];
+    // Until both are marked down: enough failed queries and health checks.
+    for _ in 0..3 {
+        send(&r, &q);
+        send(&c, &q);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let names = [
+        "coredns_forward_healthcheck_broken_total",
+        "coredns_proxy_conn_cache_misses_total",
+    ];
+    let before: Vec<(f64, f64)> = names
+        .iter()
+        .map(|n| (total(&metrics(&r), n), total(&metrics(&c), n)))
+        .collect();
+    for _ in 0..5 {
+        send(&r, &q);
+        send(&c, &q);
+    }
+    for (n, (rb, cb)) in names.iter().zip(before) {
+        let (ra, ca) = (total(&metrics(&r), n), total(&metrics(&c), n));
+        assert_eq!(ra - rb, 5.0, "{n}: the reference tries once per query");
+        assert_eq!(
+            ca - cb,
+            ra - rb,
+            "{n}: reference +{}, clusterdns +{}",
+            ra - rb,
+            ca - cb
+        );
+    }
+}

@@ -261,14 +261,21 @@ impl Forward {
                     }
                 }
             };
-            attempts += 1;
             match res {
                 Err(e) => {
                     if self.opts.max_fails != 0 {
                         proxy.healthcheck();
                     }
                     last_err = Some(e);
-                    continue;
+                    // Only failed connections count as attempts.
+                    attempts += 1;
+                    // With every upstream down (the random pick above has
+                    // just failed too) CoreDNS gives up after this one
+                    // attempt rather than cycling through the list again.
+                    if fails < n {
+                        continue;
+                    }
+                    break;
                 }
                 Ok(reply) => {
                     let rcode = Header::parse(&reply)
