@@ -230,3 +230,86 @@ fn forward_with_every_upstream_down_tries_once_per_query() {
         );
     }
 }
+
+/// The process log lines (`[LEVEL] …`, not query lines) of an output,
+/// with reload's SHA512 masked: both hash their Corefile differently
+/// (reload README, Differences).
+fn process_log(out: &str) -> Vec<String> {
+    clusterdns_test_support::process_lines(out)
+        .into_iter()
+        .filter(|l| l.starts_with('['))
+        .map(|l| match l.split_once("SHA512 = ") {
+            Some((head, _)) => format!("{head}SHA512 = <hash>"),
+            None => l,
+        })
+        .collect()
+}
+
+/// Waits until `s`'s output has `n` process log lines.
+fn process_logged(s: &RunningServer, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = process_log(&s.log_all());
+        if lines.len() >= n || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn process_log_lines_and_reload_metric_agree() {
+    let coredns = coredns_or_skip!();
+    let corefile = ".:@PORT@ {
+    bind 127.0.0.1
+    reload 2s 1s
+    prometheus 127.0.0.1:@PORT_METRICS@
+    whoami
+}
+";
+    let (mut r, mut c) = both(&coredns, corefile, &[]);
+    let version = |s: &RunningServer| {
+        clusterdns_test_support::metric_samples(&metrics(s))
+            .keys()
+            .any(|(n, _)| n == "coredns_reload_version_info")
+    };
+    // Not exported before the first reload.
+    assert_eq!((version(&r), version(&c)), (false, false));
+    for s in [&r, &c] {
+        let path = s.dir().join("Corefile");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("    whoami\n", "    whoami\n    log\n")).unwrap();
+    }
+    let (pr, pc) = (process_logged(&r, 4), process_logged(&c, 4));
+    assert_eq!(pr.len(), 4, "{}", r.log_all());
+    assert_eq!(pc, pr, "after a reload");
+    assert_eq!((version(&r), version(&c)), (true, true));
+    for s in [&r, &c] {
+        s.signal("USR1").unwrap();
+    }
+    let (pr, pc) = (process_logged(&r, 7), process_logged(&c, 7));
+    assert_eq!(pc, pr, "after SIGUSR1");
+    for s in [&r, &c] {
+        s.signal("TERM").unwrap();
+    }
+    assert!(r.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(c.wait_exit(Duration::from_secs(10)).is_some());
+    assert_eq!(
+        process_log(&c.log_all()),
+        process_log(&r.log_all()),
+        "after SIGTERM"
+    );
+
+    // SIGINT.
+    let (mut r, mut c) = both(&coredns, corefile, &[]);
+    for s in [&r, &c] {
+        s.signal("INT").unwrap();
+    }
+    assert!(r.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(c.wait_exit(Duration::from_secs(10)).is_some());
+    assert_eq!(
+        process_log(&c.log_all()),
+        process_log(&r.log_all()),
+        "after SIGINT"
+    );
+}

@@ -142,15 +142,24 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
         instance: empty,
     };
     apply(&mut state, instance, workers, &rt).await?;
+    // CoreDNS's order: the listeners, reload's SHA line (a log line, so
+    // also with -quiet), then the version.
     if !opts.quiet {
         let mut out = String::new();
         for l in &state.instance.banner {
             out.push_str(l);
             out.push('\n');
         }
-        out.push_str(&opts.banner);
-        out.push('\n');
         clusterdns_plugin::log::raw(out.as_bytes());
+    }
+    if state.instance.shared.reload.is_some() {
+        info!(
+            "reload",
+            "Running configuration SHA512 = {}", state.instance.checksum
+        );
+    }
+    if !opts.quiet {
+        clusterdns_plugin::log::raw(format!("{}\n", opts.banner).as_bytes());
     }
     if let Some(p) = &opts.pidfile
         && let Err(e) = std::fs::write(p, format!("{}\n", std::process::id()))
@@ -173,16 +182,12 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
             &["hash", "value"],
         )
     });
-    let mut published_hash = String::new();
-    let publish = |inst: &Instance, published: &mut String| {
-        if inst.shared.reload.is_some() && *published != inst.checksum {
-            version_info.clear();
-            version_info.with(&["sha512", &inst.checksum]).set(1.0);
-            info!("reload", "Running configuration SHA512 = {}", inst.checksum);
-            *published = inst.checksum.clone();
-        }
+    // CoreDNS's reload plugin sets the gauge when it has restarted on a
+    // changed Corefile, not at start-up.
+    let publish = |inst: &Instance| {
+        version_info.clear();
+        version_info.with(&["sha512", &inst.checksum]).set(1.0);
     };
-    publish(&state.instance, &mut published_hash);
 
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -199,15 +204,28 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
             }
             None => Duration::from_secs(3600),
         };
-        let check = tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = usr1.recv() => true,
-            _ = tokio::time::sleep(wait) => state.instance.shared.reload.is_some(),
+        // CoreDNS logs the signal, and SIGUSR1 restarts even on an
+        // unchanged Corefile, without reload's SHA line.
+        let forced = tokio::select! {
+            _ = term.recv() => {
+                info!("", "SIGTERM: Shutting down servers then terminating");
+                break;
+            }
+            _ = int.recv() => {
+                info!("", "SIGINT: Shutting down");
+                break;
+            }
+            _ = usr1.recv() => {
+                info!("", "SIGUSR1: Reloading");
+                true
+            }
+            _ = tokio::time::sleep(wait) => {
+                if state.instance.shared.reload.is_none() {
+                    continue;
+                }
+                false
+            }
         };
-        if !check {
-            continue;
-        }
         let text = match opts.source.read() {
             Ok((_, t)) => t,
             Err(e) => {
@@ -216,23 +234,30 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
                 continue;
             }
         };
-        if crate::instance::sha512_hex(text.as_bytes()) == state.instance.checksum {
+        if !forced && crate::instance::sha512_hex(text.as_bytes()) == state.instance.checksum {
             continue;
         }
-        info!("reload", "Reloading");
-        match Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone()) {
-            Ok(next) => match apply(&mut state, next, workers, &rt).await {
-                Ok(()) => {
-                    publish(&state.instance, &mut published_hash);
-                    info!("reload", "Reloading complete");
+        info!("", "Reloading");
+        let applied =
+            match Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone()) {
+                Ok(next) => apply(&mut state, next, workers, &rt)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+        match applied {
+            Ok(()) => {
+                if !forced && state.instance.shared.reload.is_some() {
+                    publish(&state.instance);
+                    info!(
+                        "reload",
+                        "Running configuration SHA512 = {}", state.instance.checksum
+                    );
                 }
-                Err(e) => {
-                    error!("reload", "Corefile changes are not applied: {e}");
-                    reload_failed.with(&[]).inc();
-                }
-            },
+                info!("", "Reloading complete");
+            }
             Err(e) => {
-                error!("reload", "Corefile changes are not applied: {e}");
+                error!("reload", "Corefile changed but reload failed: {e}");
                 reload_failed.with(&[]).inc();
             }
         }

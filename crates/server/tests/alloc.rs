@@ -526,18 +526,27 @@ fn kubeadm_hooks_around_hosts() {
     assert_eq!(n, (WARMUP + MEASURED) as f64, "{}", m.metrics);
 }
 
-/// cache in front of hosts: after the warm-up every query is a hit.
+/// cache in front of hosts: after the warm-up every query is a hit, but
+/// for hosts' SERVFAIL, an rcode the server writes, which CoreDNS's cache
+/// never sees and so never stores.
 #[test]
 fn cache_hits() {
     let d = tempdir();
+    let asks = hosts_asks();
     let m = zero_alloc(
         "cache+hosts",
         &format!(".:53 {{\n prometheus :9153\n cache 30\n {HOSTS}\n}}"),
         d.path(),
-        &hosts_asks(),
+        &asks,
     );
     let hits = metric_sum(&m.metrics, "coredns_cache_hits_total");
-    assert!(hits >= MEASURED as f64, "{hits} hits: {}", m.metrics);
+    let cached = asks.iter().filter(|a| a.rcode != SERVFAIL).count();
+    let want = MEASURED * cached / asks.len();
+    assert!(
+        hits >= want as f64,
+        "{hits} hits, want {want}: {}",
+        m.metrics
+    );
 }
 
 /// The kubernetes plugin on a snapshot file (no API server): service,
