@@ -14,21 +14,27 @@ pub struct Flags {
     pub help: bool,
 }
 
-pub const USAGE: &str = "Usage of clusterdns:
-  -conf string
-        Corefile to load (default \"Corefile\")
+/// The flags' help, laid out as Go's `flag.PrintDefaults` does.
+const DEFAULTS: &str = "  -conf string
+    \tCorefile to load (default \"Corefile\")
   -dns.port string
-        Default port (default \"53\")
+    \tDefault port (default \"53\")
   -p string
-        Default port (default \"53\")
+    \tDefault port (default \"53\")
   -pidfile string
-        Path to write pid file
+    \tPath to write pid file
   -plugins
-        List installed plugins
+    \tList installed plugins
   -quiet
-        Quiet mode (no initialization output)
+    \tQuiet mode (no initialization output)
   -version
-        Show version";
+    \tShow version
+";
+
+/// The usage text, as Go's `flag` package prints it for `program`.
+pub fn usage(program: &str) -> String {
+    format!("Usage of {program}:\n{DEFAULTS}")
+}
 
 /// Parses the arguments (without the program name).
 pub fn parse(args: &[String]) -> Result<Flags, String> {

@@ -44,29 +44,80 @@ fn default_corefile(port: u16) -> String {
     format!(".:{port} {{\n    whoami\n    log\n}}\n")
 }
 
+/// Whether a Corefile has nothing but blanks and comments: CoreDNS then
+/// serves its default server instead of nothing.
+fn is_blank(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || l.starts_with('#'))
+}
+
+/// Go's name for this machine's architecture (`GOARCH`), as CoreDNS
+/// prints it after the OS.
+fn goarch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        "powerpc64" => "ppc64",
+        "loongarch64" => "loong64",
+        other => other,
+    }
+}
+
 fn version_lines() -> String {
     format!(
         "clusterdns-{}\n{}/{}, rustc, {}",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
-        std::env::consts::ARCH,
+        goarch(),
         option_env!("CLUSTERDNS_COMMIT").unwrap_or("")
     )
 }
 
+/// `-plugins`: CoreDNS 1.14's bare list, one name a line, sorted, then the
+/// empty line of its `fmt.Println`.
+fn plugin_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    let mut out = String::new();
+    for n in names {
+        out.push_str(n);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+/// The Corefile at `path`, or CoreDNS's default server when it holds only
+/// blanks and comments. Read errors are left to the server to report.
+fn file_source(path: PathBuf, port: u16) -> ConfigSource {
+    match std::fs::read_to_string(&path) {
+        Ok(text) if is_blank(&text) => ConfigSource::Text {
+            name: path,
+            text: default_corefile(port),
+        },
+        _ => ConfigSource::File(path),
+    }
+}
+
 fn main() -> ExitCode {
     tune_memory();
+    let program = std::env::args()
+        .next()
+        .unwrap_or_else(|| "clusterdns".into());
     let args: Vec<String> = std::env::args().skip(1).collect();
     let f = match flags::parse(&args) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("{e}");
-            eprintln!("{}", flags::USAGE);
+            eprint!("{}", flags::usage(&program));
             return ExitCode::from(2);
         }
     };
     if f.help {
-        eprintln!("{}", flags::USAGE);
+        eprint!("{}", flags::usage(&program));
         return ExitCode::SUCCESS;
     }
     if f.version {
@@ -75,17 +126,7 @@ fn main() -> ExitCode {
     }
     let registry = clusterdns_plugins::registry();
     if f.plugins {
-        let mut names: Vec<&str> = registry.iter().map(|p| p.name).collect();
-        names.sort_unstable();
-        let mut out = String::from(
-            "Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n  default\n\nOther plugins:\n",
-        );
-        for n in names {
-            out.push_str("  dns.");
-            out.push_str(n);
-            out.push('\n');
-        }
-        print!("{out}");
+        print!("{}", plugin_list(registry.iter().map(|p| p.name)));
         return ExitCode::SUCCESS;
     }
     let source = match f.conf {
@@ -100,9 +141,9 @@ fn main() -> ExitCode {
                 text,
             }
         }
-        Some(p) => ConfigSource::File(PathBuf::from(p)),
+        Some(p) => file_source(PathBuf::from(p), f.dns_port),
         None if std::path::Path::new("Corefile").exists() => {
-            ConfigSource::File(PathBuf::from("Corefile"))
+            file_source(PathBuf::from("Corefile"), f.dns_port)
         }
         None => ConfigSource::Text {
             name: PathBuf::from("Corefile"),

@@ -313,3 +313,67 @@ fn process_log_lines_and_reload_metric_agree() {
         "after SIGINT"
     );
 }
+
+#[test]
+fn blank_corefile_serves_the_default_server() {
+    let coredns = coredns_or_skip!();
+    for text in ["", "# only a comment\n\n   # another\n"] {
+        let args = ["-conf", "@COREFILE@", "-dns.port", "@PORT@"].map(String::from);
+        let mut r = ServerSpec::coredns_at(&coredns, text);
+        let mut c = ServerSpec::clusterdns_at(clusterdns(), text);
+        r.args = args.to_vec();
+        c.args = args.to_vec();
+        let r = RunningServer::start(&r).expect("coredns serves");
+        let c = RunningServer::start(&c).expect("clusterdns serves");
+        let qs = [
+            Query::new("example.org", "A"),
+            Query::new("example.org", "A").tcp(),
+        ];
+        send(&r, &qs);
+        send(&c, &qs);
+        let (lr, lc) = (log_lines(&logged(&r, 2)), log_lines(&logged(&c, 2)));
+        assert_eq!(lr.len(), 2, "{text:?}: {}", r.log_all());
+        let d = compare_log_lines(&lr, &lc, false);
+        assert!(d.is_empty(), "{text:?}:\n{}", d.join("\n"));
+    }
+}
+
+#[test]
+fn plugins_version_and_usage_output() {
+    let coredns = coredns_or_skip!();
+    let run = |p: &Path, a: &str| clusterdns_test_support::run(p, &[a]).expect("runs");
+    // -plugins: the same layout, every plugin of ours one CoreDNS has.
+    let (r, c) = (run(&coredns, "-plugins"), run(clusterdns(), "-plugins"));
+    assert!(
+        r.stdout.ends_with("\n\n") && c.stdout.ends_with("\n\n"),
+        "{c:?}"
+    );
+    let theirs: Vec<&str> = r.stdout.lines().filter(|l| !l.is_empty()).collect();
+    let ours: Vec<&str> = c.stdout.lines().filter(|l| !l.is_empty()).collect();
+    let mut sorted = ours.clone();
+    sorted.sort_unstable();
+    assert_eq!(ours, sorted, "sorted");
+    for p in &ours {
+        assert!(
+            theirs.contains(p),
+            "{p} is not a CoreDNS plugin: {}",
+            c.stdout
+        );
+    }
+    // -version: NAME-VERSION, then OS/GOARCH, toolchain, commit.
+    let (r, c) = (run(&coredns, "-version"), run(clusterdns(), "-version"));
+    let (rl, cl): (Vec<&str>, Vec<&str>) = (r.stdout.lines().collect(), c.stdout.lines().collect());
+    assert_eq!(rl.len(), cl.len(), "{r:?} {c:?}");
+    assert!(cl[0].starts_with("clusterdns-") && rl[0].starts_with("CoreDNS-"));
+    let platform = |l: &str| l.split(',').next().unwrap_or("").to_string();
+    assert_eq!(platform(cl[1]), platform(rl[1]));
+    assert_eq!(cl[1].matches(", ").count(), rl[1].matches(", ").count());
+    // -help: Go's flag usage, the program's path in the first line.
+    let (r, c) = (run(&coredns, "-help"), run(clusterdns(), "-help"));
+    assert_eq!(
+        c.stderr
+            .replace(&clusterdns().display().to_string(), "PROGRAM"),
+        r.stderr.replace(&coredns.display().to_string(), "PROGRAM")
+    );
+    assert_eq!(c.code, r.code);
+}

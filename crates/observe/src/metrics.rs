@@ -194,7 +194,7 @@ pub trait Series: Send + Sync + Default + 'static {
 impl Series for Counter {
     const TYPE: &'static str = "counter";
     fn render(&self, name: &str, labels: &str, out: &mut String) {
-        let _ = writeln!(out, "{name}{labels} {}", self.get());
+        let _ = writeln!(out, "{name}{labels} {}", fmt_f64(self.get() as f64));
     }
     fn visible(&self) -> bool {
         self.used.load(Ordering::Relaxed)
@@ -236,23 +236,45 @@ impl Series for HistogramSeries {
             cum += c.load(Ordering::Relaxed);
             let _ = writeln!(
                 out,
-                "{name}_bucket{{{inner}{sep}le=\"{}\"}} {cum}",
-                fmt_f64(*b)
+                "{name}_bucket{{{inner}{sep}le=\"{}\"}} {}",
+                fmt_f64(*b),
+                fmt_f64(cum as f64)
             );
         }
         let count = h.count();
-        let _ = writeln!(out, "{name}_bucket{{{inner}{sep}le=\"+Inf\"}} {count}");
+        let count_text = fmt_f64(count as f64);
+        let _ = writeln!(out, "{name}_bucket{{{inner}{sep}le=\"+Inf\"}} {count_text}");
         let sum = f64::from_bits(h.sum_bits.load(Ordering::Relaxed));
         let _ = writeln!(out, "{name}_sum{labels} {}", fmt_f64(sum));
-        let _ = writeln!(out, "{name}_count{labels} {count}");
+        let _ = writeln!(out, "{name}_count{labels} {count_text}");
     }
 }
 
+/// A sample value as Prometheus' Go client writes it
+/// (`strconv.FormatFloat(v, 'g', -1, 64)`): the shortest digits that read
+/// back the same, in exponent form (`1.7961153318196037e+09`, `1e+06`)
+/// when the decimal exponent is below -4 or at least 6 (Go's shortest
+/// `%g` precision), plain otherwise (`0.00025`, `12`). Counts are written
+/// the same way, since the Go client holds them as floats.
 fn fmt_f64(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    // Rust's `{:e}` is the shortest round-trip form too: `d.ddde[-]x`.
+    let sci = format!("{v:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..6).contains(&exp) {
         format!("{v}")
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
     }
 }
 
@@ -401,6 +423,26 @@ mod tests {
         assert!(text.contains("# TYPE coredns_x_total counter"));
         assert!(text.contains("coredns_x_total{server=\"dns://:53\",zone=\".\"} 4"));
         assert!(!text.contains("example.org."));
+    }
+
+    #[test]
+    fn values_are_written_as_go_writes_them() {
+        for (v, want) in [
+            (0.0, "0"),
+            (12.0, "12"),
+            (999_999.0, "999999"),
+            (1e6, "1e+06"),
+            (1_234_567.0, "1.234567e+06"),
+            (1.7961153318196037e9, "1.7961153318196037e+09"),
+            (0.00025, "0.00025"),
+            (0.0001, "0.0001"),
+            (0.00001234, "1.234e-05"),
+            (8.192, "8.192"),
+            (-3.5, "-3.5"),
+            (f64::INFINITY, "+Inf"),
+        ] {
+            assert_eq!(fmt_f64(v), want, "{v}");
+        }
     }
 
     #[test]
