@@ -377,3 +377,87 @@ fn plugins_version_and_usage_output() {
     );
     assert_eq!(c.code, r.code);
 }
+
+#[test]
+fn admin_http_statuses_and_headers_agree() {
+    use clusterdns_test_support::{HttpResponse, http_request};
+    let coredns = coredns_or_skip!();
+    let corefile = ".:@PORT@ {
+    bind 127.0.0.1
+    health 127.0.0.1:@PORT_HEALTH@ {
+        lameduck 2s
+    }
+    ready 127.0.0.1:@PORT_READY@
+    prometheus 127.0.0.1:@PORT_METRICS@
+    whoami
+}
+";
+    let (r, c) = both(&coredns, corefile, &[]);
+    let at = |s: &RunningServer, port: &str| {
+        std::net::SocketAddr::from(([127, 0, 0, 1], s.port(port).expect("port")))
+    };
+    // The headers a client acts on; Date only for its presence.
+    let shape = |h: &HttpResponse| {
+        let mut v: Vec<String> = h
+            .headers
+            .iter()
+            .filter(|(k, _)| k != "content-length" || h.header("content-encoding").is_none())
+            .map(|(k, v)| match k.as_str() {
+                "date" => "date".to_string(),
+                // The metrics text differs; its length does too.
+                "content-length"
+                    if h.header("content-type")
+                        .is_some_and(|t| t.contains("version=0.0.4")) =>
+                {
+                    k.clone()
+                }
+                _ => format!("{k}: {v}"),
+            })
+            .collect();
+        v.sort();
+        (h.status, v)
+    };
+    for (port, path) in [
+        ("PORT_HEALTH", "/health"),
+        ("PORT_READY", "/ready"),
+        ("PORT_METRICS", "/metrics"),
+        ("PORT_HEALTH", "/nope"),
+    ] {
+        for method in ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"] {
+            for headers in [
+                &[][..],
+                &[("Connection", "close")][..],
+                &[("Accept-Encoding", "gzip")][..],
+            ] {
+                let a = http_request(at(&r, port), method, path, headers);
+                let b = http_request(at(&c, port), method, path, headers);
+                assert_ne!(a.status, 0, "{method} {path}: no answer from the reference");
+                assert_eq!(shape(&b), shape(&a), "{method} {path} {headers:?}");
+                if a.header("content-encoding") == Some("gzip") && method != "HEAD" {
+                    assert!(
+                        b.body.starts_with(&[0x1f, 0x8b]),
+                        "{method} {path}: not gzip"
+                    );
+                }
+                if path != "/metrics" {
+                    assert_eq!(b.body, a.body, "{method} {path}");
+                }
+            }
+        }
+    }
+    // Lameduck: ready's listener is gone at once, health still answers.
+    for s in [&r, &c] {
+        s.signal("TERM").unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for s in [&r, &c] {
+        let ready = http_request(at(s, "PORT_READY"), "GET", "/ready", &[]);
+        assert_eq!(
+            ready.status, 0,
+            "{}: /ready answered during lameduck",
+            s.name
+        );
+        let health = http_request(at(s, "PORT_HEALTH"), "GET", "/health", &[]);
+        assert_eq!(health.status, 200, "{}: /health during lameduck", s.name);
+    }
+}

@@ -37,6 +37,9 @@ pub struct HttpReply {
     pub content_type: &'static str,
     /// Body.
     pub body: Vec<u8>,
+    /// Sent as Go's promhttp streams a body: chunked, gzip-compressed
+    /// when the client accepts it, and no length on `HEAD`.
+    pub streamed: bool,
 }
 
 /// Produces the reply of an admin route.

@@ -269,6 +269,22 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
         .shared
         .shutting_down
         .store(true, Ordering::Relaxed);
+    // CoreDNS's ready closes its listener as shutdown starts (connections
+    // are then refused), while health answers through the lameduck period.
+    let ready_only: Vec<SocketAddr> = state
+        .admin
+        .iter()
+        .filter(|(_, a)| {
+            let routes = a.routes.load();
+            !routes.is_empty() && routes.iter().all(|r| r.path == "/ready")
+        })
+        .map(|(addr, _)| *addr)
+        .collect();
+    for addr in ready_only {
+        if let Some(a) = state.admin.remove(&addr) {
+            let _ = a.stop.send(true);
+        }
+    }
     if let Some(d) = state.instance.shared.lameduck {
         info!(
             "health",

@@ -285,9 +285,9 @@ impl HttpResponse {
     }
 }
 
-/// Sends one HTTP/1.1 request (`Connection: close` unless `headers` says
-/// otherwise) and reads the response until the server closes or, for
-/// `HEAD` and a known `Content-Length`, until the headers and body are in.
+/// Sends one HTTP/1.1 request with `headers` and reads one response: to
+/// its `Content-Length`, the last chunk of a chunked body, the end of the
+/// head for `HEAD`, else until the server closes.
 pub fn http_request(
     addr: SocketAddr,
     method: &str,
@@ -299,12 +299,6 @@ pub fn http_request(
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
-    if !headers
-        .iter()
-        .any(|(k, _)| k.eq_ignore_ascii_case("connection"))
-    {
-        req.push_str("Connection: close\r\n");
-    }
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -336,10 +330,14 @@ fn complete(buf: &[u8], head: bool) -> Option<bool> {
         return Some(true);
     }
     let text = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    if text.contains("\r\ntransfer-encoding: chunked") {
+        return Some(buf.ends_with(b"\r\n0\r\n\r\n") || buf[end + 4..].starts_with(b"0\r\n\r\n"));
+    }
     let len = text
         .lines()
         .find_map(|l| l.strip_prefix("content-length:"))
         .and_then(|v| v.trim().parse::<usize>().ok());
+    // Neither length nor chunks: the body ends when the server closes.
     Some(len.is_some_and(|n| buf.len() >= end + 4 + n))
 }
 

@@ -69,6 +69,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
             status: 200,
             content_type: "text/plain; charset=utf-8",
             body: b"OK".to_vec(),
+            streamed: false,
         }),
     });
     if !cfg.lameduck.is_zero() {

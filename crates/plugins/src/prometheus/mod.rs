@@ -52,8 +52,9 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         path: "/metrics".to_string(),
         handler: Arc::new(move || HttpReply {
             status: 200,
-            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            content_type: "text/plain; version=0.0.4; charset=utf-8; escaping=underscores",
             body: reg.render().into_bytes(),
+            streamed: true,
         }),
     });
 

@@ -90,6 +90,7 @@ impl Ready {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.to_vec(),
+            streamed: false,
         };
         if self.shutting_down.load(Ordering::Relaxed) {
             return text(503, b"Shutting down");
