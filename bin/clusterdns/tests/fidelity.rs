@@ -461,3 +461,44 @@ fn admin_http_statuses_and_headers_agree() {
         assert_eq!(health.status, 200, "{}: /health during lameduck", s.name);
     }
 }
+
+#[test]
+fn other_classes_through_cache_and_forward_agree() {
+    use clusterdns_test_support::{Differential, TtlMode};
+    let coredns = coredns_or_skip!();
+    // An upstream that answers CH: chaos (TTL 0) and a template (TTL 60).
+    let up = RunningServer::start(
+        &ServerSpec::coredns_at(
+            &coredns,
+            ".:@PORT@ {\n    bind 127.0.0.1\n    chaos clusterdns-test\n    template CH A example.org {\n        answer \"{{ .Name }} 60 CH A 10.0.0.1\"\n    }\n    template HS A example.org {\n        answer \"{{ .Name }} 60 HS A 10.0.0.2\"\n    }\n    template CH A example.net {\n        answer \"{{ .Name }} 60 IN A 10.0.0.3\"\n    }\n    template IN A chain.example {\n        answer \"{{ .Name }} 60 IN CNAME elsewhere.example.\"\n    }\n}\n",
+        )
+        .named("upstream"),
+    )
+    .expect("upstream");
+    let up_port = up.addr.port().to_string();
+    let corefile =
+        ".:@PORT@ {\n    bind 127.0.0.1\n    cache 30\n    forward . 127.0.0.1:@UP@\n}\n";
+    let diff = Differential::between(
+        None,
+        ServerSpec::coredns_at(&coredns, corefile).var("UP", &up_port),
+        ServerSpec::clusterdns_at(clusterdns(), corefile).var("UP", &up_port),
+    )
+    .expect("start both")
+    .with_ttl(TtlMode::Exact);
+    for round in 0..2 {
+        for q in [
+            Query::new("version.bind", "TXT").class("CH"),
+            Query::new("authors.bind", "TXT").class("CH"),
+            Query::new("example.org", "A").class("CH"),
+            Query::new("example.org", "A").class("HS"),
+            // Records of another class than the question's.
+            Query::new("example.net", "A").class("CH"),
+            // A CNAME chain that ends without an A: not an answer.
+            Query::new("chain.example", "A"),
+        ] {
+            let c = diff.query(&q);
+            assert!(c.agree(), "round {round}: {c}");
+        }
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+}

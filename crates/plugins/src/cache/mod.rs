@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use clusterdns_plugin::{ChainTail, Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter};
-use clusterdns_wire::{Message, Name, Query, Rcode, Rtype};
+use clusterdns_wire::{Class, Message, Name, Query, Rcode, Rtype};
 
 use metrics::{Handles, Metrics};
 use store::{Entry, QUESTION, Store, key};
@@ -178,6 +178,69 @@ fn typify(m: &Message<'_>) -> Kind {
     }
 }
 
+/// Whether the answer section answers the question (CoreDNS's cache
+/// `answersQuestion`): for ANY a record at the name, for CNAME a single
+/// CNAME target, otherwise a record of the type at the end of the CNAME
+/// chain from the name; records count only in the question's class (any
+/// class for a question of class ANY). A chain with a loop or an owner
+/// with two targets answers nothing. Runs on the miss path only.
+fn answers_question(m: &Message<'_>) -> bool {
+    let Some((qname, qtype, qclass)) = m.question() else {
+        return false;
+    };
+    let class_ok = |c: Class| qclass == Class::ANY || c == qclass;
+    let answers: Vec<_> = m
+        .section(clusterdns_wire::Section::Answer)
+        .filter(|r| class_ok(r.class))
+        .collect();
+    if answers.is_empty() {
+        return false;
+    }
+    if qtype == Rtype::ANY {
+        return answers.iter().any(|r| r.name.eq_ignore_case(&qname));
+    }
+    // The one CNAME target of `owner`: Ok(None) at the chain's end,
+    // Err(()) for two distinct targets.
+    let target = |owner: &Name| -> Result<Option<Name>, ()> {
+        let mut found: Option<Name> = None;
+        for r in answers
+            .iter()
+            .filter(|r| r.rtype == Rtype::CNAME && r.name.eq_ignore_case(owner))
+        {
+            let Ok(rec) = r.to_owned_record(m) else {
+                return Err(());
+            };
+            let clusterdns_wire::RecordData::Cname(t) = rec.data else {
+                return Err(());
+            };
+            match &found {
+                Some(f) if !f.eq_ignore_case(&t) => return Err(()),
+                _ => found = Some(t),
+            }
+        }
+        Ok(found)
+    };
+    if qtype == Rtype::CNAME {
+        return matches!(target(&qname), Ok(Some(_)));
+    }
+    let mut name = qname;
+    let mut visited: Vec<Name> = Vec::new();
+    loop {
+        if visited.iter().any(|v| v.eq_ignore_case(&name)) {
+            return false;
+        }
+        visited.push(name);
+        match target(&name) {
+            Err(()) => return false,
+            Ok(None) => break,
+            Ok(Some(t)) => name = t,
+        }
+    }
+    answers
+        .iter()
+        .any(|r| r.rtype == qtype && r.name.eq_ignore_case(&name))
+}
+
 /// CoreDNS `dnsutil.MinimalTTL`.
 fn minimal_ttl(m: &Message<'_>, kind: Kind) -> u32 {
     const DEFAULT: u32 = 5;
@@ -330,14 +393,31 @@ impl Inner {
             return;
         };
         let hdr = m.header();
-        let kind = typify(&m);
+        let mut kind = typify(&m);
+        // CoreDNS 1.14 caches a NOERROR reply with answers only if they
+        // answer the question (its type and class at the end of the CNAME
+        // chain); one that does not is NODATA when an SOA bounds it, else
+        // not cached (RFC 2308 §5), so the next query goes upstream again.
+        let mut non_answer = false;
+        if matches!(kind, Kind::NoError) && hdr.ancount > 0 && !answers_question(&m) {
+            let soa = m
+                .section(clusterdns_wire::Section::Authority)
+                .any(|r| r.rtype == Rtype::SOA);
+            if soa {
+                kind = Kind::NoData;
+            } else {
+                non_answer = true;
+            }
+        }
         let msg_ttl = minimal_ttl(&m, kind);
         let duration = match kind {
             Kind::NameError | Kind::NoData => clamp(msg_ttl, self.cfg.minnttl, self.cfg.nttl),
             Kind::ServerError => self.cfg.failttl,
             _ => clamp(msg_ttl, self.cfg.minpttl, self.cfg.pttl),
         };
-        let cacheable = !hdr.tc() && !matches!(kind, Kind::OtherError | Kind::Meta | Kind::Update);
+        let cacheable = !hdr.tc()
+            && !non_answer
+            && !matches!(kind, Kind::OtherError | Kind::Meta | Kind::Update);
         if cacheable && duration > 0 {
             let same_question = hdr.qdcount == 1
                 && m.question()
