@@ -502,3 +502,92 @@ fn other_classes_through_cache_and_forward_agree() {
         std::thread::sleep(Duration::from_millis(1100));
     }
 }
+
+/// A raw query: header flags, question `example.org. A IN`, then
+/// `additional` (already encoded records) with ARCOUNT `arcount`.
+fn raw(flags: u16, additional: &[u8], arcount: u16) -> Vec<u8> {
+    let mut m = vec![0x12, 0x34];
+    m.extend_from_slice(&flags.to_be_bytes());
+    m.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
+    m.extend_from_slice(&arcount.to_be_bytes());
+    m.extend_from_slice(b"\x07example\x03org\x00\x00\x01\x00\x01");
+    m.extend_from_slice(additional);
+    m
+}
+
+/// An OPT record: owner (wire), payload size, version, DO.
+fn opt(owner: &[u8], size: u16, version: u8, do_bit: bool) -> Vec<u8> {
+    let mut o = owner.to_vec();
+    o.extend_from_slice(&41u16.to_be_bytes());
+    o.extend_from_slice(&size.to_be_bytes());
+    o.extend_from_slice(&[0, version, if do_bit { 0x80 } else { 0 }, 0, 0, 0]);
+    o
+}
+
+#[test]
+fn odd_wire_input_agrees_or_is_listed() {
+    use clusterdns_test_support::{Differential, Transport};
+    let coredns = coredns_or_skip!();
+    let corefile =
+        format!(".:@PORT@ {{\n    bind 127.0.0.1\n{HOSTS}}}\n").replace("a.test", "example.org");
+    let diff = Differential::between(
+        None,
+        ServerSpec::coredns_at(&coredns, &corefile),
+        ServerSpec::clusterdns_at(clusterdns(), &corefile),
+    )
+    .expect("start both");
+    let rd_ad_cd = 0x0100 | 0x0020 | 0x0010;
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "unknown opcode with AD and CD",
+            raw((5 << 11) | rd_ad_cd, &[], 0),
+        ),
+        ("opcode 3 with AD and CD", raw((3 << 11) | rd_ad_cd, &[], 0)),
+        ("NOTIFY with RD", raw((4 << 11) | 0x0100, &[], 0)),
+        (
+            "EDNS version 1 with DO",
+            raw(0x0100, &opt(b"\x00", 1232, 1, true), 1),
+        ),
+        ("no question, AD and CD", {
+            let mut m = raw(rd_ad_cd, &[], 0);
+            m[5] = 0;
+            m.truncate(12);
+            m
+        }),
+    ];
+    let mut failed = Vec::new();
+    for (name, msg) in &cases {
+        let c = diff.query_raw(msg, Transport::Udp);
+        if !c.agree() {
+            failed.push(format!("{name}:\n{c}"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    // Listed differences (README, Differences from CoreDNS): RFC 6891
+    // §6.1.1 makes these FORMERR; CoreDNS answers them.
+    let listed: Vec<(&str, Vec<u8>)> = vec![
+        ("two OPT records", {
+            let mut a = opt(b"\x00", 1232, 0, false);
+            a.extend_from_slice(&opt(b"\x00", 4096, 0, true));
+            raw(0x0100, &a, 2)
+        }),
+        (
+            "OPT with a non-root owner",
+            raw(0x0100, &opt(b"\x01a\x00", 1232, 0, false), 1),
+        ),
+    ];
+    for (name, msg) in &listed {
+        let c = diff.query_raw(msg, Transport::Udp);
+        let rcode = |o: &clusterdns_test_support::Outcome| o.response().map(|r| r.rcode_name());
+        assert_eq!(
+            rcode(&c.reference).as_deref(),
+            Some("NOERROR"),
+            "{name}:\n{c}"
+        );
+        assert_eq!(
+            rcode(&c.candidate).as_deref(),
+            Some("FORMERR"),
+            "{name}:\n{c}"
+        );
+    }
+}

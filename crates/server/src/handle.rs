@@ -76,9 +76,12 @@ fn check<'s, 'q>(
             if let Some(e) = q.edns()
                 && e.version != 0
             {
+                // CoreDNS's edns.Version: an OPT of its own, payload size
+                // 0 and no DO, written past the scrub that would mirror the
+                // query's.
                 let mut b = w.reply_query(q);
                 b.set_rcode(Rcode::BADVERS);
-                let _ = b.push_opt(e.udp_size, q.do_bit(), &[]);
+                let _ = b.push_opt(0, false, &[]);
                 b.finish();
                 return Checked::Done(Handled::Reply);
             }
@@ -101,8 +104,9 @@ fn header_only_reply(packet: &[u8], rcode: Rcode, w: &mut ResponseWriter) {
     };
     let reply = Header {
         id: h.id,
-        // QR, the query's opcode, RD copied, low rcode bits.
-        flags: 0x8000 | (h.flags & 0x7900) | (rcode.0 & 0x000f),
+        // QR, the query's opcode, RD, AD and CD copied (miekg/dns answers
+        // a rejected message with its own header), low rcode bits.
+        flags: 0x8000 | (h.flags & 0x7930) | (rcode.0 & 0x000f),
         qdcount: 0,
         ancount: 0,
         nscount: 0,

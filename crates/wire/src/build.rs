@@ -235,12 +235,19 @@ pub struct MessageBuilder<'b> {
 
 impl<'b> MessageBuilder<'b> {
     /// Starts a response to `query` in `buf`: same ID, QR set, opcode, RD
-    /// and CD copied, and the question copied exactly (original case).
+    /// and CD copied for a standard query (only then, as miekg/dns's
+    /// `SetReply`: a NOTIFY's reply has neither), and the question copied
+    /// exactly (original case).
     pub fn reply_to(query: &Query<'_>, buf: &'b mut Vec<u8>) -> Self {
         let q = query.header();
+        let copied = if q.flags & OPCODE_MASK == 0 {
+            FLAG_RD | FLAG_CD
+        } else {
+            0
+        };
         let header = Header {
             id: q.id,
-            flags: FLAG_QR | (q.flags & (OPCODE_MASK | FLAG_RD | FLAG_CD)),
+            flags: FLAG_QR | (q.flags & (OPCODE_MASK | copied)),
             ..Header::default()
         };
         let mut b = MessageBuilder::new(buf, header);

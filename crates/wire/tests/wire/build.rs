@@ -33,11 +33,17 @@ fn reply_copies_header_and_question() {
     assert_eq!((h.qdcount, h.ancount, h.nscount, h.arcount), (1, 0, 0, 0));
     let mut p2 = p.clone();
     p2[3] |= 0x10; // CD
-    p2[2] |= 0x20; // opcode 4 (NOTIFY)
     let q2 = Query::parse(&p2).unwrap();
     MessageBuilder::reply_to(&q2, &mut buf).finish();
     let h = Header::parse(&buf).unwrap();
-    assert!(h.cd());
+    assert!(h.cd() && h.rd());
+    // A NOTIFY's reply keeps the opcode but not RD and CD (miekg/dns
+    // SetReply copies them for standard queries only).
+    p2[2] |= 0x20; // opcode 4 (NOTIFY)
+    let q3 = Query::parse(&p2).unwrap();
+    MessageBuilder::reply_to(&q3, &mut buf).finish();
+    let h = Header::parse(&buf).unwrap();
+    assert!(!h.cd() && !h.rd());
     assert_eq!(h.opcode().0, 4);
 }
 
