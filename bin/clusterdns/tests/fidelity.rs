@@ -591,3 +591,113 @@ fn odd_wire_input_agrees_or_is_listed() {
         );
     }
 }
+
+/// What a server printed about a Corefile it refused: its first line
+/// that is not Go's start-up noise.
+fn error_line(out: &str) -> String {
+    out.lines()
+        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Drops `FILE:LINE - Error during parsing: ` from `line`: clusterdns
+/// names the place of every setup error, CoreDNS of some (README,
+/// Differences from CoreDNS).
+fn without_location(line: &str) -> String {
+    match line.find(" - Error during parsing: ") {
+        Some(i) => {
+            let head = &line[..i];
+            let start = head.rfind(' ').map_or(0, |j| j + 1);
+            let rest = &line[i + " - Error during parsing: ".len()..];
+            format!("{}{rest}", &line[..start])
+        }
+        None => line.to_string(),
+    }
+}
+
+#[test]
+fn corefile_errors_read_as_coredns_prints_them() {
+    use clusterdns_test_support::run_corefile;
+    let coredns = coredns_or_skip!();
+    // Refused by both with the same text, or started by both.
+    let cases = [
+        ".:@P@ {\n    whoami\n",
+        ".:@P@ {\n    log {\n        class all\n",
+        "a,\n",
+        ".:@P@ {\n    whoami {\n        bogus\n    }\n}\n",
+        ".:99999 {\n    whoami\n}\n",
+        ".:@P@ {\n    nosuch\n}\n",
+        ".:@P@ {\n    whoami }\n",
+        ".:@P@ {\n    cache {\n        bogus\n    }\n}\n",
+        ".:@P@ {\n    cache 30 {\n        prefetch x\n    }\n}\n",
+        ".:@P@ {\n    cache 30 {\n        prefetch 0\n    }\n}\n",
+        ".:@P@ {\n    cache abc\n}\n",
+        ".:@P@ {\n    forward .\n}\n",
+        ".:@P@ {\n    forward . 127.0.0.1 {\n        max_fails x\n    }\n}\n",
+        ".:@P@ {\n    forward . 127.0.0.1 {\n        bogus\n    }\n}\n",
+        ".:@P@ {\n    health {\n        bogus\n    }\n}\n",
+        ".:@P@ {\n    reload 1s\n}\n",
+        ".:@P@ {\n    errors {\n        consolidate x y\n    }\n}\n",
+        ".:@P@ {\n    loadbalance foo\n}\n",
+        ".:@P@ {\n    log {\n        class bad\n    }\n}\n",
+        ".:@P@ {\n    bind nosuchif\n    whoami\n}\n",
+        ".:@P@ {\n    whoami\n    whoami\n}\n",
+        ".:@P@ {\n    prometheus 127.0.0.1:abc\n    whoami\n}\n",
+        "foo_bar.example.:@P@ {\n    whoami\n}\n",
+    ];
+    let mut failed = Vec::new();
+    for case in cases {
+        let port = clusterdns_test_support::free_port().unwrap().to_string();
+        let text = case.replace("@P@", &port);
+        let wait = Duration::from_millis(1500);
+        let theirs = run_corefile(&coredns, &text, wait).expect("run coredns");
+        let port = clusterdns_test_support::free_port().unwrap().to_string();
+        let text = case.replace("@P@", &port);
+        let ours = run_corefile(clusterdns(), &text, wait).expect("run clusterdns");
+        match (theirs, ours) {
+            (None, None) => {}
+            (Some(t), Some(o)) => {
+                let (t, o) = (error_line(&t), error_line(&o));
+                let o = if t.contains(" - ") {
+                    o
+                } else {
+                    without_location(&o)
+                };
+                if t != o {
+                    failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
+                }
+            }
+            (t, o) => failed.push(format!(
+                "{case:?}\n  coredns: {}\n  clusterdns: {}",
+                t.map_or("started".into(), |t| error_line(&t)),
+                o.map_or("started".into(), |o| error_line(&o))
+            )),
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[test]
+fn start_up_lines_agree() {
+    let coredns = coredns_or_skip!();
+    let corefile = "foo_bar.example.:@PORT@ {\n    bind 127.0.0.1\n    whoami\n}\nexample.org:@PORT@ {\n    bind 127.0.0.1\n    whoami\n}\n";
+    let (r, c) = both(&coredns, corefile, &[]);
+    // The listener lines and warnings; not Go's noise or the version lines.
+    let lines = |s: &RunningServer| -> Vec<String> {
+        let port = s.addr.port().to_string();
+        let mut v: Vec<String> = clusterdns_test_support::process_lines(&s.log_all())
+            .into_iter()
+            .filter(|l| {
+                !l.starts_with("maxprocs:")
+                    && !l.starts_with("CoreDNS-")
+                    && !l.starts_with("clusterdns-")
+                    && !l.starts_with("linux/")
+            })
+            .map(|l| l.replace(&port, "PORT"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(lines(&c), lines(&r));
+}

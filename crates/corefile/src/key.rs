@@ -139,7 +139,7 @@ fn split_zones_port(s: &str) -> Result<(Vec<String>, Option<u16>), String> {
         if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
             let parsed = digits
                 .parse::<u16>()
-                .map_err(|_| format!("invalid port: {digits:?}"))?;
+                .map_err(|_| format!("address {digits}: invalid port"))?;
             port = Some(parsed);
             host = &s[..colon];
         }

@@ -91,9 +91,18 @@ impl Token {
     }
 }
 
+/// How the message of a Caddy syntax error starts: such an error prints
+/// `FILE:LINE - Syntax error: …` where every other prints `FILE:LINE -
+/// Error during parsing: …`, as Caddy words them.
+pub const SYNTAX_ERROR: &str = "Syntax error: ";
+
 /// A Corefile error at a file and line, worded like CoreDNS's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line} - Error during parsing: {msg}", file.display())]
+#[error(
+    "{}:{line} - {}{msg}",
+    file.display(),
+    if msg.starts_with(SYNTAX_ERROR) { "" } else { "Error during parsing: " }
+)]
 pub struct ConfigError {
     /// The file the offending token came from.
     pub file: Arc<Path>,

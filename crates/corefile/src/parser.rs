@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::lexer::{lex, substitute};
-use crate::{ConfigError, Corefile, Directive, Env, ServerBlock, Token, glob};
+use crate::{ConfigError, Corefile, Directive, Env, SYNTAX_ERROR, ServerBlock, Token, glob};
 
 /// Caddy's cap on snippet imports per parse.
 const MAX_SNIPPET_EXPANSIONS: usize = 10_000;
@@ -114,6 +114,18 @@ impl Parser<'_> {
         }
     }
 
+    /// Caddy's `SyntaxErr("}")` at the end of the input inside a server
+    /// block or a snippet: the last token read was not the closing brace.
+    fn unclosed_err(&self) -> ConfigError {
+        match &self.prev {
+            Some(tok) => tok.err(format!(
+                "{SYNTAX_ERROR}Unexpected token '{}', expecting '}}'",
+                tok.text
+            )),
+            None => self.eof_err(),
+        }
+    }
+
     fn eof_err(&self) -> ConfigError {
         const MSG: &str = "Unexpected EOF";
         match &self.prev {
@@ -209,7 +221,7 @@ impl Parser<'_> {
         let mut depth = 1usize;
         loop {
             let Some((tok, _)) = self.next() else {
-                return Err(self.eof_err());
+                return Err(self.unclosed_err());
             };
             match tok.text.as_str() {
                 "{" => depth += 1,
@@ -245,7 +257,7 @@ impl Parser<'_> {
         loop {
             let tok = match first.take().or_else(|| self.next().map(|(tok, _)| tok)) {
                 Some(tok) => tok,
-                None if braced => return Err(self.eof_err()),
+                None if braced => return Err(self.unclosed_err()),
                 None => return Ok(out),
             };
             match tok.text.as_str() {

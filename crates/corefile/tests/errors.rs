@@ -55,7 +55,12 @@ fn error_messages_and_lines() {
             3,
             "Unexpected '}' because no matching opening brace",
         ),
-        ("unclosed block", ". {\n log\n", 2, "Unexpected EOF"),
+        (
+            "unclosed block",
+            ". {\n log\n",
+            2,
+            "Syntax error: Unexpected token 'log', expecting '}'",
+        ),
         (
             "unclosed sub-block",
             ". {\n foo {\n  bar\n",
@@ -160,7 +165,12 @@ fn error_messages_and_lines() {
             2,
             "Unexpected token 'log', expecting '{'",
         ),
-        ("unclosed snippet", "(s) {\n a {\n }\n", 3, "Unexpected EOF"),
+        (
+            "unclosed snippet",
+            "(s) {\n a {\n }\n",
+            3,
+            "Syntax error: Unexpected token '}', expecting '}'",
+        ),
         (
             "snippet imports itself",
             "(s) {\n a\n import s\n}",
@@ -173,7 +183,12 @@ fn error_messages_and_lines() {
             5,
             "Import cycle: snippet 'a' imports itself",
         ),
-        ("unclosed quote", ". {\n a \"b }\n", 2, "Unexpected EOF"),
+        (
+            "unclosed quote",
+            ". {\n a \"b }\n",
+            2,
+            "Syntax error: Unexpected token 'b }\n', expecting '}'",
+        ),
     ];
     for (name, text, line, msg) in cases {
         let err = parse_str(text, Path::new(MAIN), &env(&[])).expect_err(name);

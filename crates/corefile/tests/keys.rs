@@ -167,8 +167,8 @@ fn invalid_keys() {
             "dns://example.org:",
             "expecting data after last colon: \"example.org:\"",
         ),
-        (".:65536", "invalid port: \"65536\""),
-        (".:-1", "invalid port: \"-1\""),
+        (".:65536", "address 65536: invalid port"),
+        (".:-1", "address -1: invalid port"),
         (
             "example.org:abc",
             "zone is not a valid domain name: example.org:abc",

@@ -48,7 +48,7 @@ impl ConfigSource {
 #[derive(Debug, thiserror::Error)]
 pub enum InstanceError {
     /// The Corefile could not be read.
-    #[error("unable to read Corefile {path}: {source}")]
+    #[error("loading Caddyfile via flag: open {}: {}", path.display(), go_io_error(source))]
     Read {
         /// The file.
         path: PathBuf,
@@ -203,9 +203,28 @@ impl Instance {
                         }
                     }
                 }
+                // CoreDNS's start-up lines: `zone:port`, with ` on IP` per
+                // bound address, each after a warning for a zone outside
+                // RFC 1035's preferred syntax.
+                let ips: Vec<Option<IpAddr>> = if bind.is_empty() {
+                    vec![None]
+                } else {
+                    bind.iter().copied().map(Some).collect()
+                };
                 for zone in &key.zones {
-                    let line = format!("{zone}:{port}");
-                    if !banner.contains(&line) {
+                    for ip in &ips {
+                        let line = match ip {
+                            Some(ip) => format!("{zone}:{port} on {ip}"),
+                            None => format!("{zone}:{port}"),
+                        };
+                        if banner.contains(&line) {
+                            continue;
+                        }
+                        if !rfc1035_preferred(zone) {
+                            banner.push(format!(
+                                "Warning: Domain {zone:?} does not follow RFC1035 preferred syntax"
+                            ));
+                        }
                         banner.push(line);
                     }
                 }
@@ -220,6 +239,23 @@ impl Instance {
     }
 }
 
+/// CoreDNS's `checkZoneSyntax`: the root, a reverse zone, or labels of a
+/// letter, then letters, digits and hyphens, not ending in a hyphen.
+fn rfc1035_preferred(zone: &str) -> bool {
+    if zone == "." || zone.ends_with(".in-addr.arpa.") || zone.ends_with(".ip6.arpa.") {
+        return true;
+    }
+    let Some(labels) = zone.strip_suffix('.') else {
+        return false;
+    };
+    labels.split('.').all(|l| {
+        let b = l.as_bytes();
+        b.first().is_some_and(u8::is_ascii_alphabetic)
+            && b.last().is_some_and(u8::is_ascii_alphanumeric)
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+    })
+}
+
 /// Hex SHA512, as CoreDNS's reload plugin prints it.
 pub(crate) fn sha512_hex(data: &[u8]) -> String {
     let digest = Sha512::digest(data);
@@ -228,4 +264,54 @@ pub(crate) fn sha512_hex(data: &[u8]) -> String {
         s.push_str(&format!("{b:02x}"));
     }
     s
+}
+
+/// An I/O error as Go prints one from the OS: the C library's message,
+/// first letter lowercased, without Rust's ` (os error N)`.
+fn go_io_error(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.find(" (os error ") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod syntax_tests {
+    use super::*;
+
+    #[test]
+    fn rfc1035_preferred_syntax_as_coredns() {
+        for ok in [
+            ".",
+            "example.org.",
+            "a-b.c1.",
+            "10.in-addr.arpa.",
+            "8.b.d.0.1.0.0.2.ip6.arpa.",
+        ] {
+            assert!(rfc1035_preferred(ok), "{ok}");
+        }
+        for bad in [
+            "foo_bar.example.",
+            "_tcp.service.",
+            "1a.example.",
+            "a-.example.",
+            "example",
+        ] {
+            assert!(!rfc1035_preferred(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn io_errors_read_as_go_prints_them() {
+        let e = std::io::Error::from_raw_os_error(2);
+        assert_eq!(go_io_error(&e), "no such file or directory");
+        let e = std::io::Error::from_raw_os_error(13);
+        assert_eq!(go_io_error(&e), "permission denied");
+    }
 }

@@ -88,6 +88,16 @@ pub fn atoi<T: FromStr>(d: &Directive, s: &str) -> Result<T, ConfigError> {
         .map_err(|_| d.err(format!("strconv.Atoi: parsing \"{s}\": invalid syntax")))
 }
 
+/// An unsigned 32-bit count, with the text of Go's `strconv.ParseUint(s,
+/// 10, 32)` for anything else (forward's `max_fails`, for one).
+pub fn parse_uint(d: &Directive, s: &str) -> Result<u32, ConfigError> {
+    s.parse::<u32>().map_err(|_| {
+        d.err(format!(
+            "strconv.ParseUint: parsing \"{s}\": invalid syntax"
+        ))
+    })
+}
+
 /// A Go duration argument that may not be negative
 /// ([`crate::duration::parse_go`]; the error is Go's text).
 pub fn duration(d: &Directive, s: &str) -> Result<Duration, ConfigError> {

@@ -134,7 +134,8 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                     return Err(o.arg_err());
                 }
                 let amount = atoi::<i64>(o, a[0])?;
-                if amount <= 0 {
+                // 0 turns prefetching off, as in CoreDNS.
+                if amount < 0 {
                     return Err(o.err(format!("prefetch amount should be positive: {amount}")));
                 }
                 cfg.prefetch = u32::try_from(amount).unwrap_or(u32::MAX);
@@ -220,7 +221,8 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                 }
                 cfg.keepttl = true;
             }
-            other => return Err(o.err(format!("unknown property '{other}'"))),
+            // CoreDNS's cache answers an unknown property with ArgErr.
+            _ => return Err(o.arg_err()),
         }
     }
     Ok(cfg)

@@ -364,8 +364,8 @@ fn setup_parses_coredns_options() {
             "cache TTL can not be zero or negative: 0",
         ),
         (
-            ". {\n cache {\n prefetch 0\n }\n}\n",
-            "prefetch amount should be positive: 0",
+            ". {\n cache {\n prefetch -1\n }\n}\n",
+            "prefetch amount should be positive: -1",
         ),
         (
             ". {\n cache {\n prefetch 1 1m 5%\n }\n}\n",
@@ -379,7 +379,10 @@ fn setup_parses_coredns_options() {
             ". {\n cache {\n serve_stale 1h later\n }\n}\n",
             "invalid value for serve_stale refresh mode: later",
         ),
-        (". {\n cache {\n bogus\n }\n}\n", "unknown property 'bogus'"),
+        (
+            ". {\n cache {\n bogus\n }\n}\n",
+            "Wrong argument count or unexpected line ending after 'bogus'",
+        ),
     ] {
         let e = parse1(bad).expect_err(bad).to_string();
         assert!(e.contains(msg), "{bad}: {e}");

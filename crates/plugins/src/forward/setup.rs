@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::SetupCtx;
-use clusterdns_plugin::parse::{atoi, duration, one_arg, signed_duration, zone};
+use clusterdns_plugin::parse::{atoi, duration, one_arg, parse_uint, signed_duration, zone};
 use clusterdns_wire::{Name, Rcode};
 use parking_lot::Mutex;
 use tokio_rustls::rustls::pki_types::ServerName;
@@ -228,8 +228,8 @@ fn parse(
                 }
             }
             "max_idle_conns" => popts.max_idle = atoi(o, one_arg(o)?)?,
-            "max_fails" => opts.max_fails = atoi(o, one_arg(o)?)?,
-            "max_connect_attempts" => opts.max_connect_attempts = atoi(o, one_arg(o)?)?,
+            "max_fails" => opts.max_fails = parse_uint(o, one_arg(o)?)?,
+            "max_connect_attempts" => opts.max_connect_attempts = parse_uint(o, one_arg(o)?)?,
             "max_concurrent" => {
                 let n: usize = atoi(o, one_arg(o)?)?;
                 opts.max_concurrent = n;

@@ -29,7 +29,22 @@ const DEFAULT_ADDR: &str = "localhost:9153";
 const NOT_HANDLERS: &[&str] = &["reload", "bind", "ready", "health"];
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let (d, addr) = clusterdns_plugin::parse::once_with_addr(dirs, DEFAULT_ADDR)?;
+    // CoreDNS checks only the address's form at setup; a port or host it
+    // cannot listen on is logged when the listener starts, and the server
+    // runs without metrics.
+    let (d, addr) = match clusterdns_plugin::parse::once_with_addr(dirs, DEFAULT_ADDR) {
+        Ok((d, addr)) => (d, Some(addr)),
+        Err(e) if e.msg.starts_with("listen tcp ") && !dirs.is_empty() => {
+            let d = dirs[0];
+            let why = listen_failure(d, &e.msg);
+            ctx.shared.on_startup.push(Box::new(move || {
+                clusterdns_plugin::error!("", "Failed to start metrics handler: {why}");
+                Ok(())
+            }));
+            (d, None)
+        }
+        Err(e) => return Err(e),
+    };
     for line in &d.block {
         match line.name.text.as_str() {
             "runtime_metrics" if line.args.is_empty() => {}
@@ -47,16 +62,18 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     register_process_metrics(&metrics);
 
     let reg = metrics.clone();
-    ctx.shared.routes.push(HttpRoute {
-        addr,
-        path: "/metrics".to_string(),
-        handler: Arc::new(move || HttpReply {
-            status: 200,
-            content_type: "text/plain; version=0.0.4; charset=utf-8; escaping=underscores",
-            body: reg.render().into_bytes(),
-            streamed: true,
-        }),
-    });
+    if let Some(addr) = addr {
+        ctx.shared.routes.push(HttpRoute {
+            addr,
+            path: "/metrics".to_string(),
+            handler: Arc::new(move || HttpReply {
+                status: 200,
+                content_type: "text/plain; version=0.0.4; charset=utf-8; escaping=underscores",
+                body: reg.render().into_bytes(),
+                streamed: true,
+            }),
+        });
+    }
 
     // coredns_plugin_enabled: one series per listener, zone and handler,
     // replaced when a new configuration starts.
@@ -101,6 +118,22 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     }));
     ctx.bind_tail(&tail);
     Ok(())
+}
+
+/// Go's `net.Listen` error for an address whose port or host does not
+/// resolve, from the setup's message (`listen tcp ADDR: unknown port`).
+fn listen_failure(d: &Directive, msg: &str) -> String {
+    let arg = d.args.first().map_or(DEFAULT_ADDR, |a| a.text.as_str());
+    let port = arg.rsplit_once(':').map_or("", |(_, p)| p);
+    if msg.contains("unknown port") {
+        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+            format!("listen tcp: address {port}: invalid port")
+        } else {
+            format!("listen tcp: lookup tcp/{port}: unknown port")
+        }
+    } else {
+        msg.to_string()
+    }
 }
 
 /// Registers the families CoreDNS always exposes, at their zero values:

@@ -14,9 +14,16 @@ pub const DEF: PluginDef = PluginDef {
 };
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
-    if !d.args.is_empty() || !d.block.is_empty() {
+    // CoreDNS's setup reads the first `whoami` of the block only: a second
+    // one is accepted and changes nothing (the first answers).
+    let Some(&d) = dirs.first() else {
+        return Ok(());
+    };
+    if !d.args.is_empty() {
         return Err(d.arg_err());
+    }
+    if !d.block.is_empty() {
+        return Err(d.err("Unexpected token '{', expecting argument"));
     }
     ctx.add_plugin(Arc::new(Whoami));
     Ok(())
