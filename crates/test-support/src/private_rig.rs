@@ -3,7 +3,6 @@
 //! apiserver or compact etcd without disturbing tests on the shared rig.
 
 use std::io;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +10,7 @@ use std::time::Duration;
 
 use clusterdns_plugin::duration::parse_go;
 
+use crate::process::free_port;
 use crate::rig::{REQUIRE_RIG_ENV, Rig, rig_dir, rig_required, workspace_root};
 
 /// A rig of the test's own, taken down (`scripts/rig down`) and deleted on
@@ -71,7 +71,10 @@ impl PrivateRig {
         std::os::unix::fs::symlink(shared_bin, dir.join("bin"))?;
         // From here on, drop takes down whatever `up` managed to start.
         let mut private = PrivateRig { rig: None, dir };
-        let ports = free_ports(n)?;
+        // Below the ephemeral range, so that no outgoing connection (the
+        // other private rig's apiserver talking to its etcd, say) takes one
+        // between the pick and the bind.
+        let ports = [free_port()?, free_port()?, free_port()?, free_port()?].map(|p| p.to_string());
         let mut cmd = Command::new(workspace_root().join("scripts/rig"));
         cmd.arg("up")
             .env("RIG_DIR", &private.dir)
@@ -128,32 +131,6 @@ impl Drop for PrivateRig {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// Four distinct TCP ports free on loopback, below the kernel's ephemeral
-/// range (32768 and up here): a port that `bind(0)` hands out is released
-/// again before etcd and the API server bind it, and in between it can
-/// become the source port of any outgoing connection (the other private
-/// rig's apiserver talking to its etcd, say). Ports below that range are
-/// never picked for those. Spread by process and rig number, then probed.
-fn free_ports(rig: u64) -> io::Result<[String; 4]> {
-    const LOW: u64 = 20_000;
-    const SPAN: u64 = 12_000;
-    let start = (u64::from(std::process::id()) * 7_919 + rig * 613) % SPAN;
-    let mut found = Vec::with_capacity(4);
-    for i in 0..SPAN {
-        let port = (LOW + (start + i * 7) % SPAN) as u16;
-        let free = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() && !found.contains(&port);
-        if free {
-            found.push(port);
-        }
-        if let [a, b, c, d] = found[..] {
-            return Ok([a, b, c, d].map(|p| p.to_string()));
-        }
-    }
-    Err(io::Error::other(
-        "no four free ports below the ephemeral range",
-    ))
 }
 
 /// One request in kube-apiserver's request log (klog `httplog` lines, written when a request

@@ -46,17 +46,32 @@ impl Drop for ScratchDir {
 
 /// Returns a port on 127.0.0.1 that is free for both UDP and TCP right now and
 /// that this process has not handed out before.
+///
+/// The port comes from below the kernel's ephemeral range (32768 and up
+/// here). A port is free only until the server under test binds it; a port
+/// from `bind(0)` is an ephemeral one, which in the meantime can become the
+/// source port of any outgoing socket (a forward plugin's upstream sockets,
+/// an API server's connections to etcd), and the server then fails to
+/// start. Ports below that range are never chosen for those. Each process
+/// starts its walk at a place of its own, so parallel test binaries rarely
+/// probe the same ports.
 pub fn free_port() -> io::Result<u16> {
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
     static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
     let handed = HANDED_OUT.get_or_init(|| Mutex::new(HashSet::new()));
-    for _ in 0..200 {
-        let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
-        let port = udp.local_addr()?.port();
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err() {
+    let mut set = handed.lock().unwrap_or_else(|e| e.into_inner());
+    let start = std::process::id().wrapping_mul(7_919) % SPAN;
+    // 7 is prime to SPAN, so the walk visits every port of the span once.
+    for i in (0..SPAN).map(|i| (start + i * 7) % SPAN) {
+        let port = (LOW + i) as u16;
+        if set.contains(&port) {
             continue;
         }
-        let mut set = handed.lock().unwrap_or_else(|e| e.into_inner());
-        if set.insert(port) {
+        let free = UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
+            && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok();
+        if free {
+            set.insert(port);
             return Ok(port);
         }
     }

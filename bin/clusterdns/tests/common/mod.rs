@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::net::{TcpListener, UdpSocket};
+use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,15 +18,11 @@ pub fn binary() -> PathBuf {
     }
 }
 
-/// A port free for both UDP and TCP on 127.0.0.1 right now.
+/// A port free for both UDP and TCP on 127.0.0.1 right now, below the
+/// ephemeral range and not handed out before in this process
+/// ([`clusterdns_test_support::free_port`]).
 pub fn free_port() -> u16 {
-    loop {
-        let u = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
-        let port = u.local_addr().expect("addr").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    clusterdns_test_support::free_port().expect("a free loopback port")
 }
 
 /// Starts the binary on `corefile` (every `{PORT}` replaced by a free
