@@ -15,10 +15,19 @@ rig_defaults() {
     WATCH_CACHE=${RIG_WATCH_CACHE:-true}
     AUTHZ=${RIG_AUTHZ:-RBAC}
     KCM=${RIG_KCM:-auto}
-    KCM_CONTROLLERS=${RIG_KCM_CONTROLLERS:-endpoints-controller,endpointslice-controller,endpointslice-mirroring-controller,namespace-controller,garbage-collector-controller,serviceaccount-controller}
+    SCHEDULER_PORT=${RIG_SCHEDULER_PORT:-16445}
+    KWOK_PORT=${RIG_KWOK_PORT:-16446}
+    # Fake nodes (0 = the plain rig: no scheduler, no KWOK). `up --nodes N` sets it.
+    NODES=${RIG_NODES:-0}
+    local controllers=endpoints-controller,endpointslice-controller,endpointslice-mirroring-controller,namespace-controller,garbage-collector-controller,serviceaccount-controller
+    # With nodes, Deployments, ReplicaSets and DaemonSets must turn into Pods,
+    # and node-lifecycle takes the not-ready taint (added at registration)
+    # off Ready nodes, and puts it back on nodes whose Lease stops.
+    if ((NODES > 0)); then controllers+=,deployment-controller,replicaset-controller,daemonset-controller,node-lifecycle-controller; fi
+    KCM_CONTROLLERS=${RIG_KCM_CONTROLLERS:-$controllers}
 }
 
-RIG_SAVED_VARS=(ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT ADMIN_TOKEN SERVICE_CIDR ADVERTISE_ADDRESS WATCH_CACHE AUTHZ KCM KCM_CONTROLLERS)
+RIG_SAVED_VARS=(ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT SCHEDULER_PORT KWOK_PORT NODES ADMIN_TOKEN SERVICE_CIDR ADVERTISE_ADDRESS WATCH_CACHE AUTHZ KCM KCM_CONTROLLERS)
 
 load_settings() {
     rig_defaults
@@ -59,8 +68,17 @@ start_proc() {
     mkdir -p "$RUN/logs"
     echo "--- start $(date -u +%FT%TZ)" >>"$RUN/logs/$name.log"
     setsid "$BIN/$name" "$@" </dev/null >>"$RUN/logs/$name.log" 2>&1 &
-    echo $! >"$RUN/$name.pid"
-    log "$name: started, pid $!, log $RUN/logs/$name.log"
+    local pid=$! i
+    echo "$pid" >"$RUN/$name.pid"
+    # Until the background shell has exec'd setsid and setsid the program,
+    # /proc/PID/exe names bash or setsid and is_running would call the
+    # program dead: wait for the exec (it can take a while on a loaded machine).
+    for ((i = 0; i < 100; i++)); do
+        is_running "$name" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    log "$name: started, pid $pid, log $RUN/logs/$name.log"
 }
 
 # stop_proc NAME [GRACE_SECONDS]: SIGTERM, then SIGKILL after the grace period
@@ -239,12 +257,138 @@ start_kcm() {
 
 kc() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
+# --------------------------------------------------------------------------
+# fake nodes: kube-scheduler + KWOK (opt-in, `up --nodes N`)
+# --------------------------------------------------------------------------
+
+# The annotation KWOK selects its nodes by: a Node without it is left alone
+# (nobody heartbeats it), which is how a test gets a node that stays NotReady.
+KWOK_ANNOTATION=kwok.x-k8s.io/node=fake
+
+need_node_bins() {
+    local b
+    for b in kube-scheduler kwok kwok-stages.yaml; do
+        [[ -e $BIN/$b ]] || die "$BIN/$b is missing: run scripts/rig build --nodes first"
+    done
+}
+
+start_scheduler() {
+    is_running kube-scheduler && return 0
+    port_in_use "$SCHEDULER_PORT" && die "port $SCHEDULER_PORT is taken by something else (set RIG_SCHEDULER_PORT)"
+    start_proc kube-scheduler \
+        --kubeconfig="$KUBECONFIG_FILE" \
+        --authentication-kubeconfig="$KUBECONFIG_FILE" \
+        --authorization-kubeconfig="$KUBECONFIG_FILE" \
+        --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" \
+        --leader-elect=false \
+        --profiling=false \
+        --v="${RIG_SCHEDULER_V:-1}"
+}
+
+kwok_healthy() { curl -fsS "http://127.0.0.1:$KWOK_PORT/healthz"; }
+
+start_kwok() {
+    is_running kwok && return 0
+    port_in_use "$KWOK_PORT" && die "port $KWOK_PORT is taken by something else (set RIG_KWOK_PORT)"
+    # The stage file replaces KWOK's default ~/.kwok/kwok.yaml: nothing is read
+    # from the home directory. Pod IPs come from each node's spec.podCIDRs.
+    # Leases as a kubelet keeps them (kubeadm's 40 s), renewed by KWOK.
+    start_proc kwok \
+        --config="$BIN/kwok-stages.yaml" \
+        --kubeconfig="$KUBECONFIG_FILE" \
+        --manage-nodes-with-annotation-selector="$KWOK_ANNOTATION" \
+        --node-ip=127.0.0.1 \
+        --node-lease-duration-seconds=40 \
+        --server-address="127.0.0.1:$KWOK_PORT"
+    wait_for "kwok /healthz" 60 kwok kwok_healthy
+}
+
+# node_yaml I: fake node rig-node-I. Its addresses and Pod CIDRs are data only
+# (nothing is ever sent to them); the IPv6 CIDR makes Pods dual-stack like the
+# Services.
+node_yaml() {
+    local i=$1 v6
+    # The API server wants RFC 5952 form: no leading zeros, "::" for a zero group.
+    v6=fd00:10:244:$(printf %x "$i")::/64
+    ((i > 0)) || v6=fd00:10:244::/64
+    cat <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: rig-node-$i
+  annotations:
+    ${KWOK_ANNOTATION%%=*}: ${KWOK_ANNOTATION#*=}
+  labels:
+    kubernetes.io/hostname: rig-node-$i
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+spec:
+  podCIDR: 10.244.$i.0/24
+  podCIDRs: [10.244.$i.0/24, "$v6"]
+status:
+  capacity: {cpu: "${RIG_NODE_CPU:-4}", memory: 16Gi, pods: "110"}
+  allocatable: {cpu: "${RIG_NODE_CPU:-4}", memory: 16Gi, pods: "110"}
+EOF
+}
+
+fake_nodes_untainted() {
+    [[ -z $(kc get nodes -l type=kwok -o jsonpath='{.items[*].spec.taints}') ]]
+}
+
+# cmd_nodes N: make the fake nodes exactly rig-node-0 .. rig-node-(N-1), all
+# Ready. Other nodes (a test's own) are not touched.
+cmd_nodes() {
+    local n=${1:-}
+    [[ $n =~ ^[0-9]+$ ]] && ((n <= 250)) || die "nodes: want a node count 0..250, got '${n}'"
+    load_settings
+    [[ -f $RUN/rig.env ]] || die "the rig is not up (use scripts/rig up --nodes $n)"
+    is_running kwok && is_running kube-scheduler || die "the rig runs without nodes: scripts/rig down, then scripts/rig up --nodes $n"
+    local i have
+    if ((n > 0)); then
+        for ((i = 0; i < n; i++)); do node_yaml "$i" && echo "---"; done |
+            kc apply -f - >/dev/null || die "nodes: creating the fake nodes failed"
+    fi
+    for have in $(kc get nodes -l type=kwok -o name); do
+        i=${have#node/rig-node-}
+        if [[ $i =~ ^[0-9]+$ ]] && ((i >= n)); then kc delete "$have" --wait=false >/dev/null; fi
+    done
+    if ((n > 0)); then
+        wait_for "$n fake nodes Ready" 60 kwok kc wait --for=condition=Ready node -l type=kwok --timeout=1s
+        # ... and schedulable: node-lifecycle has taken the not-ready taint off.
+        wait_for "the not-ready taint off the fake nodes" 60 kwok fake_nodes_untainted
+    fi
+    if [[ $NODES != "$n" ]]; then
+        NODES=$n
+        save_settings
+    fi
+    log "nodes: $n fake node(s) Ready"
+}
+
 cmd_up() {
+    local want_nodes=
+    while (($#)); do
+        case $1 in
+            --nodes)
+                want_nodes=${2:-}
+                [[ $want_nodes =~ ^[0-9]+$ ]] && ((want_nodes > 0)) || die "up: --nodes wants a node count > 0"
+                shift 2
+                ;;
+            *) die "up: unknown option '$1' (known: --nodes N)" ;;
+        esac
+    done
     need_bins
     mkdir -p "$RUN"
+    if [[ -n $want_nodes && ! -f $RUN/rig.env ]]; then RIG_NODES=$want_nodes; fi
     load_settings
+    if [[ -n $want_nodes ]]; then
+        need_node_bins
+        ((NODES > 0)) || die "the rig is up without nodes: scripts/rig down, then scripts/rig up --nodes $want_nodes"
+    fi
     if is_running etcd && is_running kube-apiserver && { ! kcm_wanted || is_running kube-controller-manager; } &&
+        { ((NODES == 0)) || { is_running kube-scheduler && is_running kwok; }; } &&
         [[ -f $KUBECONFIG_FILE ]] && kc get ns >/dev/null 2>&1; then
+        if [[ -n $want_nodes && $want_nodes != "$NODES" ]]; then cmd_nodes "$want_nodes"; fi
         log "already up: https://127.0.0.1:$APISERVER_PORT, kubeconfig $KUBECONFIG_FILE"
         return 0
     fi
@@ -260,11 +404,19 @@ cmd_up() {
     wait_for "namespace default and Service default/kubernetes" 60 kube-apiserver \
         kc get -n default service/kubernetes
     kc get ns >/dev/null || die "kubectl get ns failed"
+    if ((NODES > 0)); then
+        need_node_bins
+        start_scheduler
+        start_kwok
+        cmd_nodes "$NODES"
+    fi
     log "up in $(($(date +%s) - start))s: https://127.0.0.1:$APISERVER_PORT, kubeconfig $KUBECONFIG_FILE"
 }
 
 cmd_down() {
     load_settings
+    stop_proc kwok 5
+    stop_proc kube-scheduler 5
     stop_proc kube-controller-manager 5
     stop_proc kube-apiserver 3
     stop_proc etcd 10
@@ -318,12 +470,13 @@ cmd_status() {
     echo "rig dir:    $RIG_DIR"
     echo "kubeconfig: $KUBECONFIG_FILE$([[ -f $KUBECONFIG_FILE ]] || echo ' (absent)')"
     [[ -f $BIN/VERSIONS ]] && sed 's/^/binary:     /' "$BIN/VERSIONS"
-    for n in etcd kube-apiserver kube-controller-manager; do
+    for n in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
         if is_running "$n"; then st="running, pid $(<"$RUN/$n.pid")"; else st="stopped"; fi
         printf '%-24s %s\n' "$n" "$st"
     done
     echo "etcd:       $(etcd_url)"
     echo "apiserver:  https://127.0.0.1:$APISERVER_PORT"
+    echo "nodes:      $NODES fake$( ((NODES > 0)) && echo " (kube-scheduler :$SCHEDULER_PORT, kwok :$KWOK_PORT)")"
     if [[ -f $KUBECONFIG_FILE ]] && kc get ns >/dev/null 2>&1; then
         echo "api:        answering (kubectl get ns works)"
     else

@@ -30,14 +30,36 @@ impl PrivateRig {
     /// on stderr) when the binaries are missing, unless
     /// `CLUSTERDNS_REQUIRE_RIG=1`; panics when `up` fails.
     pub fn start(env: &[(&str, &str)]) -> Option<PrivateRig> {
+        PrivateRig::start_checked(env, &[], "scripts/rig build")
+    }
+
+    /// Like [`PrivateRig::start`], with kube-scheduler, KWOK and `nodes` fake
+    /// Ready nodes (`rig-node-0` …, see docs/rig.md): Pods of Deployments are
+    /// scheduled, reach Running with Pod IPs and fill EndpointSlices. Skips
+    /// (or fails, with `CLUSTERDNS_REQUIRE_RIG=1`) when `scripts/rig build
+    /// --nodes` has not been run.
+    pub fn start_with_nodes(nodes: u32, env: &[(&str, &str)]) -> Option<PrivateRig> {
+        let nodes = nodes.to_string();
+        let mut env = env.to_vec();
+        env.push(("RIG_NODES", &nodes));
+        PrivateRig::start_checked(
+            &env,
+            &["kube-scheduler", "kwok", "kwok-stages.yaml"],
+            "scripts/rig build --nodes",
+        )
+    }
+
+    fn start_checked(env: &[(&str, &str)], extra: &[&str], build: &str) -> Option<PrivateRig> {
         let shared_bin = rig_dir().join("bin");
         let missing: Vec<&str> = ["etcd", "kube-apiserver", "kubectl", "coredns"]
-            .into_iter()
+            .iter()
+            .chain(extra)
+            .copied()
             .filter(|b| !shared_bin.join(b).exists())
             .collect();
         if !missing.is_empty() {
             let msg = format!(
-                "no rig binaries ({}) in {}: run `scripts/rig build`",
+                "no rig binaries ({}) in {}: run `{build}`",
                 missing.join(", "),
                 shared_bin.display()
             );
@@ -74,7 +96,15 @@ impl PrivateRig {
         // Below the ephemeral range, so that no outgoing connection (the
         // other private rig's apiserver talking to its etcd, say) takes one
         // between the pick and the bind.
-        let ports = [free_port()?, free_port()?, free_port()?, free_port()?].map(|p| p.to_string());
+        let ports = [
+            free_port()?,
+            free_port()?,
+            free_port()?,
+            free_port()?,
+            free_port()?,
+            free_port()?,
+        ]
+        .map(|p| p.to_string());
         let mut cmd = Command::new(workspace_root().join("scripts/rig"));
         cmd.arg("up")
             .env("RIG_DIR", &private.dir)
@@ -82,6 +112,8 @@ impl PrivateRig {
             .env("RIG_ETCD_PEER_PORT", &ports[1])
             .env("RIG_APISERVER_PORT", &ports[2])
             .env("RIG_KCM_PORT", &ports[3])
+            .env("RIG_SCHEDULER_PORT", &ports[4])
+            .env("RIG_KWOK_PORT", &ports[5])
             .stdin(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
