@@ -1,0 +1,591 @@
+//! `deploy/`: the cluster-DNS manifests (kustomize, `deploy/cluster-dns`) and
+//! the Helm chart (`deploy/helm/clusterdns`), checked by the real API server:
+//!
+//! - every manifest, the kustomization and the chart's output pass
+//!   `kubectl apply --dry-run=server` (schema, defaulting, admission, RBAC
+//!   validation of the role and binding);
+//! - the chart with its default values renders exactly the kustomize objects,
+//!   so the two cannot drift apart, and its values (replicas, Corefile,
+//!   resources, image, names, Service IP) land where they should;
+//! - applied for real on a private rig with fake nodes (kube-scheduler and
+//!   KWOK, docs/rig.md): the Deployment's Pods are scheduled onto distinct
+//!   nodes (the anti-affinity), reach Running with Pod IPs, and the `kube-dns`
+//!   Service (10.96.0.10) gets an EndpointSlice listing exactly those IPs on
+//!   53/UDP, 53/TCP and 9153/TCP. Once from kustomize, once from `helm
+//!   install` into another namespace with other names.
+//!
+//! The fake nodes run no containers: these tests prove the objects, not the
+//! image (tests/image.rs does that). Each test starts a private rig (the shared
+//! rig's binaries, its own ports and directory), so kube-system's objects here
+//! never meet other tests'. Needs `scripts/rig build --nodes --helm`; skipped
+//! with a message otherwise, unless `CLUSTERDNS_REQUIRE_RIG=1`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use clusterdns_test_support::{PrivateRig, Rig, rig_dir, rig_required, workspace_root};
+use serde_json::Value as Json;
+use serde_norway::Value as Yaml;
+
+const NODES: u32 = 3;
+
+fn kustomization() -> PathBuf {
+    workspace_root().join("deploy/cluster-dns")
+}
+
+fn chart() -> PathBuf {
+    workspace_root().join("deploy/helm/clusterdns")
+}
+
+fn skip(why: &str) {
+    if rig_required() {
+        panic!("{why} (CLUSTERDNS_REQUIRE_RIG=1 makes this a failure)");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+/// The rig's helm (`scripts/rig build --helm`), or `None` after [`skip`].
+fn helm_bin() -> Option<PathBuf> {
+    let helm = rig_dir().join("bin/helm");
+    if helm.exists() {
+        Some(helm)
+    } else {
+        skip(&format!(
+            "no {}: run `scripts/rig build --helm`",
+            helm.display()
+        ));
+        None
+    }
+}
+
+/// Runs `program args...`, panics with its stderr unless it succeeds, returns stdout.
+fn run(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed ({}):\n{}",
+        program.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// helm with its config, cache and data in a scratch directory (nothing from
+/// or into the home directory).
+struct Helm {
+    bin: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Helm {
+    fn new(bin: PathBuf) -> Helm {
+        Helm {
+            bin,
+            home: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let h = self.home.path();
+        let (config, cache, data) = (h.join("config"), h.join("cache"), h.join("data"));
+        run(
+            &self.bin,
+            args,
+            &[
+                ("HELM_CONFIG_HOME", &config),
+                ("HELM_CACHE_HOME", &cache),
+                ("HELM_DATA_HOME", &data),
+            ],
+        )
+    }
+
+    /// `helm template` of the chart with `args` (e.g. `--set k=v`).
+    fn template(&self, namespace: &str, args: &[&str]) -> String {
+        let chart = chart();
+        let chart = chart.to_str().expect("utf-8 path");
+        let mut all = vec!["template", "clusterdns", chart, "--namespace", namespace];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+}
+
+/// The YAML documents of a stream, keyed by `Kind/namespace/name`.
+fn objects(yaml: &str) -> BTreeMap<String, Yaml> {
+    let mut out = BTreeMap::new();
+    for doc in serde_norway::Deserializer::from_str(yaml) {
+        let v = Yaml::deserialize(doc).expect("valid YAML");
+        if v.is_null() {
+            continue;
+        }
+        let s = |path: &[&str]| {
+            let mut cur = &v;
+            for p in path {
+                cur = &cur[*p];
+            }
+            cur.as_str().unwrap_or("").to_string()
+        };
+        let key = format!(
+            "{}/{}/{}",
+            s(&["kind"]),
+            s(&["metadata", "namespace"]),
+            s(&["metadata", "name"])
+        );
+        assert!(out.insert(key.clone(), v).is_none(), "{key} twice");
+    }
+    out
+}
+
+fn kubectl_kustomize() -> String {
+    let kubectl = rig_dir().join("bin/kubectl");
+    let dir = kustomization();
+    run(
+        &kubectl,
+        &["kustomize", dir.to_str().expect("utf-8 path")],
+        &[],
+    )
+}
+
+const OBJECTS: [&str; 6] = [
+    "ClusterRole//system:coredns",
+    "ClusterRoleBinding//system:coredns",
+    "ConfigMap/kube-system/coredns",
+    "Deployment/kube-system/coredns",
+    "Service/kube-system/kube-dns",
+    "ServiceAccount/kube-system/coredns",
+];
+
+#[test]
+fn helm_defaults_render_exactly_the_kustomize_objects() {
+    let Some(helm) = helm_bin() else { return };
+    if !rig_dir().join("bin/kubectl").exists() {
+        return skip("no kubectl in the rig: run `scripts/rig build`");
+    }
+    let helm = Helm::new(helm);
+    let chart = chart();
+    helm.run(&["lint", "--strict", chart.to_str().expect("utf-8 path")]);
+    let from_kustomize = objects(&kubectl_kustomize());
+    let from_helm = objects(&helm.template("kube-system", &[]));
+    assert_eq!(
+        from_kustomize
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        OBJECTS
+    );
+    for (key, k) in &from_kustomize {
+        let h = from_helm
+            .get(key)
+            .unwrap_or_else(|| panic!("helm does not render {key}"));
+        assert_eq!(
+            k,
+            h,
+            "{key} differs:\nkustomize:\n{}\nhelm:\n{}",
+            serde_norway::to_string(k).unwrap_or_default(),
+            serde_norway::to_string(h).unwrap_or_default()
+        );
+    }
+    assert_eq!(from_helm.len(), from_kustomize.len(), "helm renders more");
+
+    // The image kustomize writes is the one scripts/image tags.
+    let dep = &from_kustomize["Deployment/kube-system/coredns"];
+    let c = &dep["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"].as_str(), Some("localhost/clusterdns:0.1.0"));
+    // The Corefile is the seed's (kubeadm's default).
+    let corefile = from_kustomize["ConfigMap/kube-system/coredns"]["data"]["Corefile"]
+        .as_str()
+        .expect("Corefile");
+    assert!(
+        corefile.contains("health {\n       lameduck 5s\n    }")
+            && corefile.contains("kubernetes cluster.local in-addr.arpa ip6.arpa {")
+            && corefile.contains("forward . /etc/resolv.conf"),
+        "{corefile}"
+    );
+    // Least privilege: list/watch on what the kubernetes plugin reads, nothing else.
+    let role = &from_kustomize["ClusterRole//system:coredns"];
+    let rules = serde_json::to_value(&role["rules"]).expect("json");
+    assert_eq!(
+        rules,
+        serde_json::json!([
+            {"apiGroups": [""], "resources": ["services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}
+        ])
+    );
+    // Only NET_BIND_SERVICE, everything else dropped.
+    let sc = serde_json::to_value(&c["securityContext"]).expect("json");
+    assert_eq!(
+        sc,
+        serde_json::json!({
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
+            "readOnlyRootFilesystem": true
+        })
+    );
+}
+
+/// `to` as a path relative to the directory `from` (both absolute).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for _ in from.components().skip(1) {
+        out.push("..");
+    }
+    out.join(to.strip_prefix("/").unwrap_or(to))
+}
+
+/// The overlay example of deploy/README.md, as written there, renders the
+/// base with its image, replica count and Service address changed.
+#[test]
+fn the_readme_overlay_sets_image_replicas_and_address() {
+    let kubectl = rig_dir().join("bin/kubectl");
+    if !kubectl.exists() {
+        return skip("no kubectl in the rig: run `scripts/rig build`");
+    }
+    let readme = std::fs::read_to_string(workspace_root().join("deploy/README.md"))
+        .expect("deploy/README.md");
+    let start = readme
+        .find("```yaml\n# my-dns/kustomization.yaml\n")
+        .expect("the overlay example in deploy/README.md")
+        + "```yaml\n".len();
+    let len = readme[start..].find("```").expect("end of the example");
+    let example = &readme[start..start + len];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = dir.path().join("my-dns");
+    std::fs::create_dir(&overlay).expect("mkdir");
+    let base = relative(&overlay, &kustomization());
+    let text = example.replace("../deploy/cluster-dns", base.to_str().expect("utf-8 path"));
+    assert_ne!(text, example, "the example names ../deploy/cluster-dns");
+    std::fs::write(overlay.join("kustomization.yaml"), text).expect("write");
+    let out = objects(&run(
+        &kubectl,
+        &["kustomize", overlay.to_str().expect("utf-8")],
+        &[],
+    ));
+    let base = objects(&kubectl_kustomize());
+    assert_eq!(
+        out.keys().collect::<Vec<_>>(),
+        base.keys().collect::<Vec<_>>()
+    );
+    let dep = &out["Deployment/kube-system/coredns"];
+    assert_eq!(dep["spec"]["replicas"].as_u64(), Some(3));
+    assert_eq!(
+        dep["spec"]["template"]["spec"]["containers"][0]["image"].as_str(),
+        Some("registry.example/clusterdns:0.1.0")
+    );
+    assert_eq!(
+        out["Service/kube-system/kube-dns"]["spec"]["clusterIP"].as_str(),
+        Some("10.100.0.10")
+    );
+    for key in [
+        "ConfigMap/kube-system/coredns",
+        "ClusterRole//system:coredns",
+    ] {
+        assert_eq!(out[key], base[key], "{key} is the base's");
+    }
+}
+
+#[test]
+fn helm_values_land_where_they_should() {
+    let Some(helm) = helm_bin() else { return };
+    let helm = Helm::new(helm);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corefile = ".:53 {\n    whoami\n}\n";
+    let values = dir.path().join("values.yaml");
+    std::fs::write(
+        &values,
+        "replicas: 5\n\
+         image: {repository: registry.example/dns/clusterdns, tag: v9, pullPolicy: Always}\n\
+         resources: {requests: {cpu: 50m}}\n\
+         service: {clusterIP: 10.100.0.10}\n\
+         names: {deployment: dns, serviceAccount: dns-sa, configMap: dns-conf, clusterRole: dns-reader, service: dns}\n",
+    )
+    .expect("write values");
+    let corefile_file = dir.path().join("Corefile");
+    std::fs::write(&corefile_file, corefile).expect("write Corefile");
+    let set_file = format!("corefile={}", corefile_file.display());
+    let out = objects(&helm.template(
+        "dns",
+        &[
+            "-f",
+            values.to_str().expect("utf-8"),
+            "--set-file",
+            &set_file,
+        ],
+    ));
+    assert_eq!(
+        out.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "ClusterRole//dns-reader",
+            "ClusterRoleBinding//dns-reader",
+            "ConfigMap/dns/dns-conf",
+            "Deployment/dns/dns",
+            "Service/dns/dns",
+            "ServiceAccount/dns/dns-sa",
+        ]
+    );
+    let dep = &out["Deployment/dns/dns"];
+    assert_eq!(dep["spec"]["replicas"].as_u64(), Some(5));
+    let pod = &dep["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"].as_str(), Some("dns-sa"));
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["name"].as_str(),
+        Some("dns-conf")
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(
+        c["image"].as_str(),
+        Some("registry.example/dns/clusterdns:v9")
+    );
+    assert_eq!(c["imagePullPolicy"].as_str(), Some("Always"));
+    assert_eq!(
+        serde_json::to_value(&c["resources"]).expect("json"),
+        // Helm merges maps into the defaults: the memory request and limit stay.
+        serde_json::json!({"limits": {"memory": "170Mi"}, "requests": {"cpu": "50m", "memory": "70Mi"}})
+    );
+    assert_eq!(
+        out["ConfigMap/dns/dns-conf"]["data"]["Corefile"].as_str(),
+        Some(corefile)
+    );
+    assert_eq!(
+        out["Service/dns/dns"]["spec"]["clusterIP"].as_str(),
+        Some("10.100.0.10")
+    );
+    let binding = &out["ClusterRoleBinding//dns-reader"];
+    assert_eq!(binding["roleRef"]["name"].as_str(), Some("dns-reader"));
+    assert_eq!(binding["subjects"][0]["name"].as_str(), Some("dns-sa"));
+    assert_eq!(binding["subjects"][0]["namespace"].as_str(), Some("dns"));
+
+    // `replicas: null` leaves the count to an autoscaler.
+    let out = objects(&helm.template("dns", &["--set", "replicas=null"]));
+    let dep = &out["Deployment/dns/coredns"];
+    assert!(dep["spec"].get("replicas").is_none(), "{dep:?}");
+}
+
+#[test]
+fn every_manifest_passes_server_side_dry_run() {
+    let Some(helm) = helm_bin() else { return };
+    let Some(private) = PrivateRig::start(&[]) else {
+        return;
+    };
+    let rig = private.rig();
+    let helm = Helm::new(helm);
+    let dir = kustomization();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("deploy/cluster-dns")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "yaml")
+                && p.file_name().is_some_and(|n| n != "kustomization.yaml")
+        })
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), OBJECTS.len(), "{files:?}");
+    for f in &files {
+        let out = rig
+            .kubectl(&[
+                "apply",
+                "--dry-run=server",
+                "-f",
+                f.to_str().expect("utf-8"),
+            ])
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert!(out.contains("(server dry run)"), "{}: {out}", f.display());
+    }
+    let out = rig
+        .kubectl(&[
+            "apply",
+            "--dry-run=server",
+            "-k",
+            dir.to_str().expect("utf-8"),
+        ])
+        .expect("kustomization");
+    assert_eq!(
+        out.matches("(server dry run)").count(),
+        OBJECTS.len(),
+        "{out}"
+    );
+    let rendered = helm.template("kube-system", &[]);
+    let out = rig
+        .kubectl_with_input(&["apply", "--dry-run=server", "-f", "-"], &rendered)
+        .expect("helm template output");
+    assert_eq!(
+        out.matches("(server dry run)").count(),
+        OBJECTS.len(),
+        "{out}"
+    );
+    // Nothing was created.
+    let err = rig.kubectl(&["-n", "kube-system", "get", "deployment", "coredns"]);
+    assert!(err.is_err(), "dry run created the Deployment: {err:?}");
+}
+
+/// Polls `check` every 250 ms until it returns `Some`, for at most `secs`.
+fn eventually<T>(secs: u64, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(why) if Instant::now() >= deadline => {
+                panic!("timed out after {secs}s waiting for {what}: {why}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
+}
+
+fn get_json(rig: &Rig, args: &[&str]) -> Result<Json, String> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = rig.kubectl(&all).map_err(|e| e.to_string())?;
+    serde_json::from_str(&out).map_err(|e| e.to_string())
+}
+
+/// Waits until the Deployment `name` in `ns` has `replicas` Pods Running with
+/// IPs, on distinct fake nodes, and the Service `svc` an EndpointSlice with
+/// exactly their IPv4 addresses, ready, on the three DNS ports.
+fn assert_served_by_pods(rig: &Rig, ns: &str, name: &str, svc: &str, replicas: usize) {
+    eventually(90, &format!("{ns}/{name} rolled out"), || {
+        let d = get_json(rig, &["-n", ns, "deployment", name])?;
+        let ready = d["status"]["readyReplicas"].as_u64().unwrap_or(0);
+        if ready == replicas as u64 {
+            Ok(())
+        } else {
+            Err(format!("readyReplicas {ready}: {}", d["status"]))
+        }
+    });
+    let pods = get_json(rig, &["-n", ns, "pods", "-l", "k8s-app=kube-dns"]).expect("pods");
+    let pods = pods["items"].as_array().expect("items").clone();
+    assert_eq!(pods.len(), replicas, "{pods:#?}");
+    let mut nodes = Vec::new();
+    let mut ips = Vec::new();
+    for p in &pods {
+        let pname = p["metadata"]["name"].as_str().unwrap_or("?");
+        assert_eq!(p["status"]["phase"], "Running", "{pname}: {}", p["status"]);
+        let node = p["spec"]["nodeName"].as_str().unwrap_or("");
+        assert!(node.starts_with("rig-node-"), "{pname} on {node:?}");
+        nodes.push(node.to_string());
+        let ip = p["status"]["podIP"].as_str().unwrap_or("");
+        assert!(ip.starts_with("10.244."), "{pname}: podIP {ip:?}");
+        ips.push(ip.to_string());
+    }
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), replicas, "anti-affinity: one Pod per node");
+    ips.sort();
+    let slice = eventually(30, &format!("the EndpointSlice of {ns}/{svc}"), || {
+        let list = get_json(
+            rig,
+            &[
+                "-n",
+                ns,
+                "endpointslices",
+                "-l",
+                &format!("kubernetes.io/service-name={svc}"),
+            ],
+        )?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let [slice] = items.as_slice() else {
+            return Err(format!("{} slices", items.len()));
+        };
+        let mut have: Vec<String> = slice["endpoints"]
+            .as_array()
+            .map(|eps| {
+                eps.iter()
+                    .filter(|e| e["conditions"]["ready"] == true)
+                    .filter_map(|e| e["addresses"][0].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        have.sort();
+        if have == ips {
+            Ok(slice.clone())
+        } else {
+            Err(format!("ready endpoints {have:?}, pods {ips:?}"))
+        }
+    });
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(
+        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+        "endpointslice-controller.k8s.io",
+        "filled in by the controller-manager"
+    );
+    let mut ports: Vec<String> = slice["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| format!("{} {} {}", p["name"], p["protocol"], p["port"]))
+        .collect();
+    ports.sort();
+    assert_eq!(
+        ports,
+        [
+            r#""dns" "UDP" 53"#,
+            r#""dns-tcp" "TCP" 53"#,
+            r#""metrics" "TCP" 9153"#
+        ]
+    );
+    for e in slice["endpoints"].as_array().expect("endpoints") {
+        let node = e["nodeName"].as_str().unwrap_or("");
+        assert!(nodes.iter().any(|n| n == node), "endpoint on {node:?}");
+        assert_eq!(e["targetRef"]["kind"], "Pod");
+    }
+}
+
+#[test]
+fn applied_pods_run_on_fake_nodes_and_fill_the_endpointslice() {
+    let Some(helm) = helm_bin() else { return };
+    let Some(private) = PrivateRig::start_with_nodes(NODES, &[]) else {
+        return;
+    };
+    let rig = private.rig();
+    let nodes = get_json(rig, &["nodes"]).expect("nodes");
+    assert_eq!(
+        nodes["items"].as_array().map(Vec::len),
+        Some(NODES as usize)
+    );
+
+    // kustomize, as the README's "Install on a cluster" does.
+    let dir = kustomization();
+    rig.kubectl(&["apply", "-k", dir.to_str().expect("utf-8")])
+        .expect("kubectl apply -k deploy/cluster-dns");
+    let svc = get_json(rig, &["-n", "kube-system", "service", "kube-dns"]).expect("kube-dns");
+    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.10");
+    assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
+
+    // The chart, installed by helm itself, with other names beside it.
+    let helm = Helm::new(helm);
+    let kubeconfig = rig.kubeconfig();
+    let chart = chart();
+    helm.run(&[
+        "install",
+        "dns",
+        chart.to_str().expect("utf-8"),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf-8"),
+        "--namespace",
+        "dns-helm",
+        "--create-namespace",
+        "--set",
+        "replicas=3",
+        "--set",
+        "service.clusterIP=10.96.0.53",
+        "--set",
+        "names.clusterRole=clusterdns-helm",
+        "--wait",
+        "--timeout",
+        "90s",
+    ]);
+    let svc = get_json(rig, &["-n", "dns-helm", "service", "kube-dns"]).expect("kube-dns");
+    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.53");
+    assert_served_by_pods(rig, "dns-helm", "coredns", "kube-dns", 3);
+}
