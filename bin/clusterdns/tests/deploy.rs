@@ -11,8 +11,10 @@
 //!   KWOK, docs/rig.md): the Deployment's Pods are scheduled onto distinct
 //!   nodes (the anti-affinity), reach Running with Pod IPs, and the `kube-dns`
 //!   Service (10.96.0.10) gets an EndpointSlice listing exactly those IPs on
-//!   53/UDP, 53/TCP and 9153/TCP. Once from kustomize, once from `helm
-//!   install` into another namespace with other names.
+//!   53/UDP, 53/TCP and 9153/TCP. First kubeadm's objects with CoreDNS's
+//!   image, then the README's in-place replacement (`kubectl set image`) and
+//!   its rollback (`rollout undo`), then `kubectl apply -k` over them, then
+//!   `helm install` into another namespace with other names.
 //!
 //! The fake nodes run no containers: these tests prove the objects, not the
 //! image (tests/image.rs does that). Each test starts a private rig (the shared
@@ -201,7 +203,7 @@ fn helm_defaults_render_exactly_the_kustomize_objects() {
     // The image kustomize writes is the one scripts/image tags.
     let dep = &from_kustomize["Deployment/kube-system/coredns"];
     let c = &dep["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(c["image"].as_str(), Some("localhost/clusterdns:0.1.0"));
+    assert_eq!(c["image"].as_str(), Some(IMAGE));
     // The Corefile is the seed's (kubeadm's default).
     let corefile = from_kustomize["ConfigMap/kube-system/coredns"]["data"]["Corefile"]
         .as_str()
@@ -541,6 +543,33 @@ fn assert_served_by_pods(rig: &Rig, ns: &str, name: &str, svc: &str, replicas: u
     }
 }
 
+/// The image deploy/cluster-dns names, and the one kubeadm's CoreDNS runs
+/// (never pulled: the fake nodes run nothing).
+const IMAGE: &str = "localhost/clusterdns:0.1.0";
+const COREDNS_IMAGE: &str = "registry.k8s.io/coredns/coredns:v1.14.7";
+
+/// Waits until exactly `replicas` Pods with `k8s-app=kube-dns` exist in `ns`,
+/// all with `image` (the old ReplicaSet's Pods gone).
+fn wait_for_image(rig: &Rig, ns: &str, image: &str, replicas: usize) {
+    eventually(90, &format!("{replicas} Pods of {image} in {ns}"), || {
+        let pods = get_json(rig, &["-n", ns, "pods", "-l", "k8s-app=kube-dns"])?;
+        let images: Vec<&str> = pods["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|p| p["spec"]["containers"][0]["image"].as_str().unwrap_or(""))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if images.len() == replicas && images.iter().all(|i| *i == image) {
+            Ok(())
+        } else {
+            Err(format!("{images:?}"))
+        }
+    });
+}
+
 #[test]
 fn applied_pods_run_on_fake_nodes_and_fill_the_endpointslice() {
     let Some(helm) = helm_bin() else { return };
@@ -554,12 +583,37 @@ fn applied_pods_run_on_fake_nodes_and_fill_the_endpointslice() {
         Some(NODES as usize)
     );
 
-    // kustomize, as the README's "Install on a cluster" does.
+    // A kubeadm cluster's DNS: the same objects with CoreDNS's image.
+    let kubeadm = kubectl_kustomize().replace(IMAGE, COREDNS_IMAGE);
+    assert_ne!(kubeadm, kubectl_kustomize());
+    rig.apply_yaml(&kubeadm).expect("kubeadm's objects");
+    let svc = get_json(rig, &["-n", "kube-system", "service", "kube-dns"]).expect("kube-dns");
+    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.10");
+    wait_for_image(rig, "kube-system", COREDNS_IMAGE, 2);
+    assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
+
+    // The README's "Replace CoreDNS in place", and its rollback.
+    let ks = ["-n", "kube-system"];
+    let kc = |args: &[&str]| {
+        let all: Vec<&str> = ks.iter().chain(args).copied().collect();
+        rig.kubectl(&all)
+            .unwrap_or_else(|e| panic!("kubectl {all:?}: {e}"))
+    };
+    let set = format!("coredns={IMAGE}");
+    kc(&["set", "image", "deployment/coredns", &set]);
+    kc(&["rollout", "status", "deployment/coredns", "--timeout=90s"]);
+    wait_for_image(rig, "kube-system", IMAGE, 2);
+    assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
+    kc(&["rollout", "undo", "deployment/coredns"]);
+    kc(&["rollout", "status", "deployment/coredns", "--timeout=90s"]);
+    wait_for_image(rig, "kube-system", COREDNS_IMAGE, 2);
+    assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
+
+    // kustomize over kubeadm's objects, as "Install on a cluster" applies it.
     let dir = kustomization();
     rig.kubectl(&["apply", "-k", dir.to_str().expect("utf-8")])
         .expect("kubectl apply -k deploy/cluster-dns");
-    let svc = get_json(rig, &["-n", "kube-system", "service", "kube-dns"]).expect("kube-dns");
-    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.10");
+    wait_for_image(rig, "kube-system", IMAGE, 2);
     assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
 
     // The chart, installed by helm itself, with other names beside it.
