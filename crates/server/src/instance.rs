@@ -120,6 +120,9 @@ impl Instance {
                 )
             })
             .with(&[]);
+        metrics.get_or_register("coredns_log_lines_dropped_total", || {
+            clusterdns_plugin::log::DroppedLines
+        });
         let mut shared = Shared::new(metrics);
         let mut listeners: Vec<ListenerSpec> = Vec::new();
         let mut banner = Vec::new();
