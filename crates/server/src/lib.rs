@@ -16,6 +16,13 @@
 //! listeners and serves until SIGTERM/SIGINT; `reload` swaps in a new
 //! instance without dropping queries (the listeners stay; only each
 //! listener's zone table is swapped atomically).
+//!
+//! TCP clients meet the limits of [`TcpLimits`] (read 3 s, write 5 s,
+//! idle 10 s, 1024 connections with the longest idle or stalled ones
+//! closed first under pressure, one reply held per connection and a
+//! [`TCP_SEND_BUFFER`] of kernel buffer); UDP queries longer than 4,096 bytes
+//! are served from their first 4,096 (answered when the message ends
+//! within them, FORMERR otherwise, as CoreDNS does with its 512).
 
 mod admin;
 mod handle;
@@ -34,3 +41,4 @@ mod udp;
 pub use instance::{ConfigSource, Instance, InstanceError, ListenerSpec};
 pub use mux::Mux;
 pub use run::{RunOptions, ServerError, run};
+pub use tcp::{TCP_GRACE, TCP_SEND_BUFFER, TcpLimits};

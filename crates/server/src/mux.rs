@@ -7,6 +7,8 @@ use clusterdns_plugin::Chain;
 use clusterdns_plugin::metrics::Counter;
 use clusterdns_wire::Name;
 
+use crate::tcp::TcpLimits;
+
 /// One listener's zones and their chains.
 #[derive(Debug, Clone)]
 pub struct Mux {
@@ -20,6 +22,9 @@ pub struct Mux {
     class_chaos: bool,
     /// `coredns_panics_total`: a plugin panicked answering a query here.
     pub panics: Arc<Counter>,
+    /// The TCP side's timeouts and connection limit (read at every accept
+    /// and every query, so a reload that changes them applies at once).
+    pub tcp: TcpLimits,
 }
 
 impl Mux {
@@ -30,6 +35,7 @@ impl Mux {
             zones: Vec::new(),
             class_chaos: false,
             panics: Arc::default(),
+            tcp: TcpLimits::default(),
         }
     }
 

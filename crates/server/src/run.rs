@@ -97,7 +97,11 @@ pub fn run(opts: RunOptions) -> Result<(), ServerError> {
         .build()?;
     let handle = rt.handle().clone();
     rt.spawn(timer_anchor());
-    rt.block_on(async move { serve(opts, handle).await })
+    let r = rt.block_on(async move { serve(opts, handle).await });
+    // Log lines are written by a thread of their own: let the last ones
+    // out before the caller exits.
+    clusterdns_plugin::log::flush();
+    r
 }
 
 /// Keeps one timer always pending, due within [`ANCHOR`].
@@ -458,6 +462,18 @@ async fn start_dns(
     Ok(Serving { mux, udp, stop })
 }
 
+/// The TCP accept backlog: the kernel's maximum, as Go (and so CoreDNS)
+/// asks for, so a burst of connections waits in the queue rather than
+/// having its SYNs dropped (a dropped SYN costs a client a 1 s retransmit).
+fn listen_backlog() -> i32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(1024)
+        .min(65535)
+}
+
 fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let domain = if addr.is_ipv4() {
         socket2::Domain::IPV4
@@ -471,6 +487,6 @@ fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     s.set_reuse_address(true)?;
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
-    s.listen(1024)?;
+    s.listen(listen_backlog())?;
     tokio::net::TcpListener::from_std(s.into())
 }

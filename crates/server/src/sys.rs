@@ -7,8 +7,11 @@ use std::mem::{MaybeUninit, size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
-/// Largest query we read; longer datagrams arrive truncated and are
-/// dropped.
+/// Largest query we read; of a longer datagram only these first bytes
+/// are read, and they are served as the query: answered when the message
+/// ends within them (trailing bytes ignored), FORMERR otherwise. CoreDNS
+/// does the same with the first 512 bytes (miekg/dns reads UDP into a
+/// buffer of its minimum message size).
 pub(crate) const RX_SIZE: usize = 4096;
 
 /// Receive and send state for one worker: `n` slots of buffers,
@@ -76,8 +79,8 @@ impl Batch {
     /// Receives up to `len()` datagrams (on a blocking socket: waiting
     /// until at least one is there, or the socket's receive timeout
     /// passes; on a non-blocking one `WouldBlock` when none is). Returns
-    /// how many slots were filled; datagrams cut short by the buffer get
-    /// length 0.
+    /// how many slots were filled; a datagram longer than the buffer
+    /// fills it (see [`RX_SIZE`]).
     pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         let n = self.len();
         // Only the headers the last batch used were changed by the kernel
@@ -120,11 +123,7 @@ impl Batch {
         for i in 0..got {
             let h = &self.rx_hdrs[i];
             self.addr_len[i] = h.msg_hdr.msg_namelen;
-            self.rx_len[i] = if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                0
-            } else {
-                h.msg_len as usize
-            };
+            self.rx_len[i] = (h.msg_len as usize).min(RX_SIZE);
         }
         Ok(got)
     }

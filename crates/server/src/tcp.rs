@@ -1,29 +1,190 @@
 //! DNS over TCP: two-byte length framing, any number of pipelined queries
-//! per connection (answered in order), an idle timeout and a cap on open
-//! connections.
+//! per connection (answered in order), and limits a client cannot hold
+//! the listener with.
+//!
+//! The limits a client meets are [`TcpLimits`]'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use clusterdns_plugin::{Proto, ResponseWriter};
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, watch};
 
 use crate::handle::{Handled, Meta, serve_async, serve_sync};
 use crate::mux::Mux;
 
-/// Idle time after which a connection is closed (CoreDNS: 10s).
-pub(crate) const IDLE: Duration = Duration::from_secs(10);
+/// Limits of one listener's TCP side, with CoreDNS's defaults.
+///
+/// * **read** (3 s, CoreDNS's read timeout): the first query of a
+///   connection must arrive within it, and every message must be complete
+///   within it once its length arrived (a client that connects and says
+///   nothing, or trickles a message, is closed).
+/// * **idle** (10 s): time allowed between one reply and the next query.
+/// * **write** (5 s, CoreDNS's write timeout): each reply must be taken by
+///   the kernel within it; a client that stops reading is closed.
+/// * **queued replies**: the server holds at most one reply per
+///   connection (the next query is read only once the previous reply was
+///   written), and the kernel's send buffer for a connection is capped at
+///   [`TCP_SEND_BUFFER`]; a client that does not read fills that and then
+///   meets the write deadline.
+/// * **max_connections** (1024): connections open at once. Past 7/8 of it,
+///   every new connection closes the connection that has been idle
+///   (waiting for its next query) or stuck in a write longest; at the
+///   limit, such a connection must be closed before another is accepted.
+///   Below the limit a connection is spared for its first [`TCP_GRACE`] in a
+///   state (a new client has that long to send its query); at the limit
+///   the oldest goes regardless, so a flood of new idle connections cycles
+///   through the slots instead of filling the backlog. Only when every
+///   connection is busy reading a message or being answered do new ones
+///   wait in the kernel's backlog. New clients are thus served within a
+///   round trip while idle or stalled connections hold all the slots.
+///
+/// CoreDNS has no connection limit (a goroutine per connection) and closes
+/// idle and stalled connections only by its timeouts; the eviction is ours.
+/// The `timeouts` plugin will set read, write and idle through
+/// [`Mux::tcp`](crate::Mux::tcp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpLimits {
+    /// Time for the first query, and for any message once its length
+    /// arrived (CoreDNS `timeouts` read: 3s).
+    pub read: Duration,
+    /// Time for each reply to be written (CoreDNS `timeouts` write: 5s).
+    pub write: Duration,
+    /// Time allowed between queries (CoreDNS `timeouts` idle: 10s).
+    pub idle: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+}
 
-/// Time allowed to read one framed message once its length arrived
-/// (CoreDNS read timeout: 3s).
-const READ: Duration = Duration::from_secs(3);
+impl Default for TcpLimits {
+    fn default() -> Self {
+        Self {
+            read: Duration::from_secs(3),
+            write: Duration::from_secs(5),
+            idle: Duration::from_secs(10),
+            max_connections: 1024,
+        }
+    }
+}
 
-/// Open connections per listener; more wait in the kernel's backlog.
-pub(crate) const MAX_CONNECTIONS: usize = 1024;
+/// Below the connection limit, a connection is not closed to make room in
+/// its first moments in a state: a new client gets the time to send its
+/// query, a reply the time to be written.
+pub const TCP_GRACE: Duration = Duration::from_millis(200);
+
+/// The kernel send buffer asked for each connection: room for a few
+/// large replies, not for an unbounded backlog of unread ones.
+pub const TCP_SEND_BUFFER: usize = 64 * 1024;
+
+/// What a connection is doing, for eviction.
+mod state {
+    /// Waiting for the length of its next (or first) query.
+    pub const IDLE: u8 = 0;
+    /// Reading a message or answering it.
+    pub const BUSY: u8 = 1;
+    /// Writing a reply.
+    pub const WRITING: u8 = 2;
+    /// Closed by the accept loop to make room.
+    pub const EVICTED: u8 = 3;
+}
+
+/// One open connection as the accept loop sees it.
+struct ConnState {
+    state: AtomicU8,
+    /// Milliseconds after the registry's epoch of the last state change.
+    since: AtomicU64,
+    kill: Notify,
+}
+
+/// The open connections of one listener.
+struct Conns {
+    slots: Mutex<Vec<Option<Arc<ConnState>>>>,
+    /// Connections open and not evicted.
+    live: AtomicUsize,
+    /// A connection closed.
+    freed: Notify,
+    epoch: Instant,
+}
+
+impl Conns {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn register(&self) -> (usize, Arc<ConnState>) {
+        let c = Arc::new(ConnState {
+            state: AtomicU8::new(state::IDLE),
+            since: AtomicU64::new(self.now_ms()),
+            kill: Notify::new(),
+        });
+        let mut slots = self.slots.lock();
+        let i = match slots.iter().position(Option::is_none) {
+            Some(i) => {
+                slots[i] = Some(c.clone());
+                i
+            }
+            None => {
+                slots.push(Some(c.clone()));
+                slots.len() - 1
+            }
+        };
+        self.live.fetch_add(1, Ordering::Relaxed);
+        (i, c)
+    }
+
+    fn unregister(&self, i: usize, c: &ConnState) {
+        if c.state.swap(state::EVICTED, Ordering::AcqRel) != state::EVICTED {
+            self.live.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(slot) = self.slots.lock().get_mut(i) {
+            *slot = None;
+        }
+        self.freed.notify_one();
+    }
+
+    /// Closes the connection that has been idle or stuck in a write
+    /// longest (with `spare`, only one that has been so for [`TCP_GRACE`]);
+    /// `false` when there is none.
+    fn evict(&self, spare: bool) -> bool {
+        let evictable = |s: u8| s == state::IDLE || s == state::WRITING;
+        let grace = if spare {
+            u64::try_from(TCP_GRACE.as_millis()).unwrap_or(u64::MAX)
+        } else {
+            0
+        };
+        let before = self.now_ms().saturating_sub(grace);
+        let slots = self.slots.lock();
+        loop {
+            let victim = slots
+                .iter()
+                .flatten()
+                .filter(|c| {
+                    evictable(c.state.load(Ordering::Relaxed))
+                        && c.since.load(Ordering::Relaxed) <= before
+                })
+                .min_by_key(|c| c.since.load(Ordering::Relaxed));
+            let Some(v) = victim else {
+                return false;
+            };
+            let s = v.state.load(Ordering::Relaxed);
+            if evictable(s)
+                && v.state
+                    .compare_exchange(s, state::EVICTED, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                self.live.fetch_sub(1, Ordering::Relaxed);
+                v.kill.notify_one();
+                return true;
+            }
+        }
+    }
+}
 
 /// Accepts connections until `stop` turns true.
 pub(crate) async fn serve(
@@ -34,12 +195,26 @@ pub(crate) async fn serve(
     let local = listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let conns = Arc::new(Conns {
+        slots: Mutex::new(Vec::new()),
+        live: AtomicUsize::new(0),
+        freed: Notify::new(),
+        epoch: Instant::now(),
+    });
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = stop.changed() => return,
-        };
+        let max = mux.load().tcp.max_connections.max(1);
+        // Make room: the longest idle or stalled connection goes; when all
+        // are busy, wait for one to finish.
+        while conns.live.load(Ordering::Relaxed) >= max {
+            if conns.evict(false) {
+                continue;
+            }
+            tokio::select! {
+                _ = conns.freed.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = stop.changed() => return,
+            }
+        }
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = stop.changed() => return,
@@ -51,13 +226,32 @@ pub(crate) async fn serve(
                 continue;
             }
         };
+        let (slot, me) = conns.register();
+        // Under pressure, idle (and stalled) connections go sooner, the
+        // oldest first.
+        if conns.live.load(Ordering::Relaxed) > max - max / 8 {
+            conns.evict(true);
+        }
         let mux = mux.clone();
         let stop = stop.clone();
+        let conns = conns.clone();
         tokio::spawn(async move {
-            connection(stream, peer, local, mux, stop).await;
-            drop(permit);
+            connection(stream, peer, local, mux, stop, &conns, &me).await;
+            conns.unregister(slot, &me);
         });
     }
+}
+
+/// Sets a connection's state unless it was evicted; `false` then.
+fn enter(conns: &Conns, me: &ConnState, s: u8, stamp: bool) -> bool {
+    if stamp {
+        me.since.store(conns.now_ms(), Ordering::Relaxed);
+    }
+    if me.state.swap(s, Ordering::AcqRel) == state::EVICTED {
+        me.state.store(state::EVICTED, Ordering::Release);
+        return false;
+    }
+    true
 }
 
 async fn connection(
@@ -66,8 +260,11 @@ async fn connection(
     local: SocketAddr,
     mux: Arc<ArcSwap<Mux>>,
     mut stop: watch::Receiver<bool>,
+    conns: &Conns,
+    me: &ConnState,
 ) {
     let _ = stream.set_nodelay(true);
+    let _ = socket2::SockRef::from(&stream).set_send_buffer_size(TCP_SEND_BUFFER);
     let client = match peer {
         SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
             Some(v4) => SocketAddr::new(v4.into(), v6.port()),
@@ -75,23 +272,39 @@ async fn connection(
         },
         v4 => v4,
     };
-    let mut packet = vec![0u8; 65535];
+    // Grown to the largest message seen, not allocated at 64 KiB for
+    // every connection.
+    let mut packet = Vec::new();
     let mut w = ResponseWriter::default();
     let mut out = Vec::with_capacity(512);
+    let mut first = true;
     loop {
+        let limits = mux.load().tcp;
+        let wait = if first { limits.read } else { limits.idle };
+        first = false;
+        if !enter(conns, me, state::IDLE, true) {
+            return;
+        }
         let len = tokio::select! {
-            r = tokio::time::timeout(IDLE, stream.read_u16()) => match r {
+            r = tokio::time::timeout(wait, stream.read_u16()) => match r {
                 Ok(Ok(len)) => usize::from(len),
                 _ => return,
             },
+            _ = me.kill.notified() => return,
             _ = stop.changed() => return,
         };
-        if len == 0 {
+        if len == 0 || !enter(conns, me, state::BUSY, false) {
             return;
         }
-        match tokio::time::timeout(READ, stream.read_exact(&mut packet[..len])).await {
-            Ok(Ok(_)) => {}
-            _ => return,
+        if packet.len() < len {
+            packet.resize(len, 0);
+        }
+        tokio::select! {
+            r = tokio::time::timeout(limits.read, stream.read_exact(&mut packet[..len])) => match r {
+                Ok(Ok(_)) => {}
+                _ => return,
+            },
+            _ = me.kill.notified() => return,
         }
         let meta = Meta {
             client,
@@ -105,6 +318,7 @@ async fn connection(
         if let Handled::Defer(from) = handled {
             handled = serve_async(&table, msg, meta, from, &mut w).await;
         }
+        drop(table);
         if handled != Handled::Reply {
             continue;
         }
@@ -115,8 +329,15 @@ async fn connection(
         out.clear();
         out.extend_from_slice(&n.to_be_bytes());
         out.extend_from_slice(body);
-        if stream.write_all(&out).await.is_err() {
+        if !enter(conns, me, state::WRITING, true) {
             return;
+        }
+        tokio::select! {
+            r = tokio::time::timeout(limits.write, stream.write_all(&out)) => match r {
+                Ok(Ok(())) => {}
+                _ => return,
+            },
+            _ = me.kill.notified() => return,
         }
     }
 }
