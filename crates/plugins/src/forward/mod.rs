@@ -4,6 +4,7 @@ mod metrics;
 mod pipe;
 mod proxy;
 mod setup;
+mod shared;
 mod tls;
 mod udp;
 
@@ -33,6 +34,11 @@ pub const DEF: PluginDef = PluginDef {
     name: "forward",
     setup: setup::setup,
 };
+
+/// Queries in flight at most per `forward` when `max_concurrent` is not
+/// set: past it, queries are refused as with `max_concurrent`, which bounds
+/// the memory a stalled upstream can cost (see the README's "Memory").
+pub(crate) const MAX_INFLIGHT: usize = 20_000;
 
 /// Overall deadline of one query (CoreDNS `defaultTimeout`).
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -312,9 +318,12 @@ impl Forward {
     async fn serve(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
         self.inflight.fetch_add(1, Ordering::Relaxed);
         let _guard = InFlight(&self.inflight);
-        if self.opts.max_concurrent > 0
-            && self.inflight.load(Ordering::Relaxed) > self.opts.max_concurrent
-        {
+        let limit = if self.opts.max_concurrent > 0 {
+            self.opts.max_concurrent
+        } else {
+            MAX_INFLIGHT
+        };
+        if self.inflight.load(Ordering::Relaxed) > limit {
             self.metrics.rejects.inc();
             return Flow::Fail(PluginError::Refused { plugin: "forward" });
         }

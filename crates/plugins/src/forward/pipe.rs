@@ -115,6 +115,11 @@ impl Pipe {
         self.local
     }
 
+    /// Whether no query waits for a reply on it.
+    pub(crate) fn idle(&self) -> bool {
+        self.waiting.lock().is_empty()
+    }
+
     /// Whether it can take another query: alive, used within `expire`,
     /// younger than `max_age` (zero: no limit).
     pub(crate) fn usable(&self, expire: Duration, max_age: Duration) -> bool {

@@ -19,7 +19,15 @@ use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
 use super::pipe::{Pipe, PipeError};
+use super::shared::{PER_SOCKET, SharedUdp};
 use super::udp::UpstreamUdp;
+
+/// UDP sockets open at most per upstream; past that, queries share them
+/// (at most [`PER_SOCKET`] each).
+pub(crate) const MAX_SOCKETS: usize = 256;
+
+/// Shortest interval of the expiry timer.
+const SWEEP_MIN: Duration = Duration::from_millis(100);
 
 /// Dial timeout for TCP.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -85,18 +93,52 @@ impl From<io::Error> for ConnectError {
     }
 }
 
-/// A connected UDP socket and its buffers (kept with it so a query
-/// neither zeroes 64 KiB nor allocates to send).
-struct UdpConn {
-    sock: UpstreamUdp,
-    buf: Box<[u8]>,
-    out: Vec<u8>,
+/// The UDP sockets of one upstream.
+#[derive(Default)]
+struct UdpPool {
+    /// Sockets with no query in flight, the least recently used first.
+    idle: VecDeque<Arc<SharedUdp>>,
+    /// Every open socket, idle or not.
+    all: Vec<Arc<SharedUdp>>,
+    /// Where the search for a socket to share starts.
+    next: usize,
 }
 
-struct Conn<T> {
-    io: T,
-    created: Instant,
-    used: Instant,
+impl UdpPool {
+    fn remove(&mut self, s: &Arc<SharedUdp>) {
+        self.all.retain(|x| !Arc::ptr_eq(x, s));
+        if s.listed.swap(false, Ordering::Relaxed) {
+            self.idle.retain(|x| !Arc::ptr_eq(x, s));
+        }
+    }
+}
+
+/// A query's hold on a UDP socket: ends the query on the socket however
+/// the exchange ends, and returns the socket to the idle list once no
+/// query is left on it.
+struct UdpTicket<'a> {
+    proxy: &'a Proxy,
+    sock: Arc<SharedUdp>,
+    id: u16,
+}
+
+impl Drop for UdpTicket<'_> {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        if !self.sock.end(self.id, now) {
+            return;
+        }
+        let mut pool = self.proxy.udp.lock();
+        let max_idle = self.proxy.opts.max_idle;
+        if self.sock.dead()
+            || self.proxy.stopped.load(Ordering::Relaxed)
+            || (max_idle != 0 && pool.idle.len() >= max_idle)
+        {
+            pool.remove(&self.sock);
+        } else if !self.sock.listed.swap(true, Ordering::Relaxed) {
+            pool.idle.push_back(self.sock.clone());
+        }
+    }
 }
 
 /// One upstream server.
@@ -108,7 +150,9 @@ pub(crate) struct Proxy {
     fails: AtomicU32,
     probing: AtomicBool,
     stopped: AtomicBool,
-    udp: Mutex<VecDeque<Conn<UdpConn>>>,
+    udp: Mutex<UdpPool>,
+    /// The expiry timer runs.
+    sweeping: AtomicBool,
     tcp_pipe: Mutex<Option<Arc<Pipe>>>,
     tls_pipe: Mutex<Option<Arc<Pipe>>>,
     tls: Option<TlsTarget>,
@@ -151,7 +195,8 @@ impl Proxy {
             fails: AtomicU32::new(0),
             probing: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
-            udp: Mutex::new(VecDeque::new()),
+            udp: Mutex::default(),
+            sweeping: AtomicBool::new(false),
             tcp_pipe: Mutex::new(None),
             tls_pipe: Mutex::new(None),
             tls,
@@ -187,7 +232,7 @@ impl Proxy {
     /// Closes every pooled connection and stops the health probe.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
-        self.udp.lock().clear();
+        *self.udp.lock() = UdpPool::default();
         *self.tcp_pipe.lock() = None;
         *self.tls_pipe.lock() = None;
     }
@@ -207,22 +252,21 @@ impl Proxy {
     /// twice per exchange: there and when the reply is in); `until` is the
     /// query's overall deadline, on top of the read timeout.
     pub(crate) async fn connect(
-        &self,
+        self: &Arc<Self>,
         query: &[u8],
         t: Transport,
         start: Instant,
         until: tokio::time::Instant,
     ) -> Result<Vec<u8>, ConnectError> {
-        let id = fastrand::u16(..);
+        self.sweep_start();
         let reply = match t {
             Transport::Udp => {
-                let (reply, conn) = self.udp_exchange(query, id, start, until).await?;
-                let end = Instant::now();
-                self.give_back(&self.udp, conn, end);
-                self.observe(&reply, end.duration_since(start));
+                let reply = self.udp_exchange(query, start, until).await?;
+                self.observe(&reply, start.elapsed());
                 return Ok(reply);
             }
             Transport::Tcp | Transport::Tls => {
+                let id = fastrand::u16(..);
                 let mut msg = query.to_vec();
                 clusterdns_wire::set_id(&mut msg, id);
                 tokio::time::timeout_at(until, self.stream_exchange(t, &msg))
@@ -248,31 +292,125 @@ impl Proxy {
         }
     }
 
-    /// An idle pooled connection still within `expire` and `max_age` at
-    /// `now`.
-    fn fresh<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>, now: Instant) -> Option<Conn<T>> {
-        let mut pool = pool.lock();
-        // The oldest idle connection first, for source-port diversity.
-        while let Some(c) = pool.pop_front() {
-            let idle_ok = now.duration_since(c.used) < self.opts.expire;
-            let age_ok =
-                self.opts.max_age.is_zero() || now.duration_since(c.created) < self.opts.max_age;
-            if idle_ok && age_ok {
-                return Some(c);
-            }
-        }
-        None
+    /// Whether an idle socket may carry another query at `now`: used
+    /// within `expire`, younger than `max_age`.
+    fn fresh(&self, s: &SharedUdp, now: Instant) -> bool {
+        !s.dead()
+            && now.saturating_duration_since(s.used()) < self.opts.expire
+            && (self.opts.max_age.is_zero()
+                || now.saturating_duration_since(s.created) < self.opts.max_age)
     }
 
-    /// Returns `c` to the pool, last used at `now`.
-    fn give_back<T>(&self, pool: &Mutex<VecDeque<Conn<T>>>, mut c: Conn<T>, now: Instant) {
-        if self.stopped.load(Ordering::Relaxed) {
+    /// A socket for one query and the query's ID on it: the least recently
+    /// used idle socket (one query per socket while there are few in
+    /// flight, the source port changing from query to query), else a new
+    /// one while the upstream has fewer than [`MAX_SOCKETS`], else a busy
+    /// one with room, in turn.
+    async fn udp_socket(&self, now: Instant) -> Result<UdpTicket<'_>, ConnectError> {
+        {
+            let mut pool = self.udp.lock();
+            while let Some(s) = pool.idle.pop_front() {
+                s.listed.store(false, Ordering::Relaxed);
+                if !self.fresh(&s, now) {
+                    pool.remove(&s);
+                    continue;
+                }
+                if let Some(id) = s.begin() {
+                    self.hits[0].inc();
+                    return Ok(UdpTicket {
+                        proxy: self,
+                        sock: s,
+                        id,
+                    });
+                }
+            }
+            if pool.all.len() >= MAX_SOCKETS {
+                let n = pool.all.len();
+                for k in 0..n {
+                    let i = (pool.next + k) % n;
+                    let s = &pool.all[i];
+                    if s.inflight() >= PER_SOCKET {
+                        continue;
+                    }
+                    if let Some(id) = s.begin() {
+                        let sock = s.clone();
+                        pool.next = (i + 1) % n;
+                        self.hits[0].inc();
+                        return Ok(UdpTicket {
+                            proxy: self,
+                            sock,
+                            id,
+                        });
+                    }
+                }
+                return Err(io::Error::other("too many queries in flight to the upstream").into());
+            }
+        }
+        self.misses[0].inc();
+        let sock = Arc::new(SharedUdp::connect(self.bind_addr(), self.addr, now)?);
+        let id = sock
+            .begin()
+            .ok_or_else(|| io::Error::other("new socket refused a query"))?;
+        self.udp.lock().all.push(sock.clone());
+        Ok(UdpTicket {
+            proxy: self,
+            sock,
+            id,
+        })
+    }
+
+    /// Starts the timer that closes idle sockets and connections once
+    /// they passed `expire` (CoreDNS's cleanup ticker), unless it runs.
+    fn sweep_start(self: &Arc<Self>) {
+        if self.sweeping.load(Ordering::Relaxed) || self.sweeping.swap(true, Ordering::AcqRel) {
             return;
         }
-        c.used = now;
-        let mut pool = pool.lock();
-        if self.opts.max_idle == 0 || pool.len() < self.opts.max_idle {
-            pool.push_back(c);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.sweeping.store(false, Ordering::Release);
+            return;
+        };
+        // Twice per `expire`, so nothing stays open longer than 1.5 x
+        // `expire` after its last use.
+        let every = (self.opts.expire / 2).max(SWEEP_MIN);
+        let me = Arc::downgrade(self);
+        rt.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(p) = me.upgrade() else { return };
+                if p.stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                p.sweep(Instant::now());
+            }
+        });
+    }
+
+    /// Closes the idle UDP sockets and the unused TCP/TLS connections past
+    /// `expire` or `max_age` at `now`.
+    fn sweep(&self, now: Instant) {
+        {
+            let mut pool = self.udp.lock();
+            let stale: Vec<Arc<SharedUdp>> = pool
+                .idle
+                .iter()
+                .filter(|s| !self.fresh(s, now))
+                .cloned()
+                .collect();
+            for s in &stale {
+                pool.remove(s);
+            }
+        }
+        for slot in [&self.tcp_pipe, &self.tls_pipe] {
+            let mut slot = slot.lock();
+            if slot
+                .as_ref()
+                .is_some_and(|p| p.idle() && !p.usable(self.opts.expire, self.opts.max_age))
+            {
+                *slot = None;
+            }
         }
     }
 
@@ -324,38 +462,32 @@ impl Proxy {
         .into()
     }
 
-    /// One query over a pooled connected UDP socket: `query` is sent with
-    /// ID `id`, and the first reply carrying that ID is returned with the
-    /// connection, for the caller to give back. One timer covers the
-    /// write, the read timeout (from `start`) and the overall `until`.
+    /// One query over a pooled connected UDP socket, possibly shared
+    /// with other queries in flight: `query` is sent with an ID unique on
+    /// that socket, and the first reply carrying that ID is returned. One
+    /// timer covers the write, the read timeout (from `start`) and the
+    /// overall `until`.
     async fn udp_exchange(
         &self,
         query: &[u8],
-        id: u16,
         start: Instant,
         until: tokio::time::Instant,
-    ) -> Result<(Vec<u8>, Conn<UdpConn>), ConnectError> {
-        let mut conn = match self.fresh(&self.udp, start) {
-            Some(c) => {
-                self.hits[0].inc();
-                c
-            }
-            None => {
-                self.misses[0].inc();
-                Conn {
-                    io: UdpConn {
-                        sock: self.dial_udp().await?,
-                        buf: vec![0u8; 65535].into_boxed_slice(),
-                        out: Vec::with_capacity(512),
-                    },
-                    created: start,
-                    used: start,
-                }
-            }
+    ) -> Result<Vec<u8>, ConnectError> {
+        let ticket = self.udp_socket(start).await?;
+        let sock = &*ticket.sock;
+        let id = ticket.id;
+        // The query with its upstream ID, built on the stack for the
+        // usual sizes.
+        let mut small = [0u8; 512];
+        let mut big = Vec::new();
+        let out: &mut [u8] = if query.len() <= small.len() {
+            let b = &mut small[..query.len()];
+            b.copy_from_slice(query);
+            b
+        } else {
+            big.extend_from_slice(query);
+            &mut big
         };
-        let UdpConn { sock, buf, out } = &mut conn.io;
-        out.clear();
-        out.extend_from_slice(query);
         clusterdns_wire::set_id(out, id);
         // A datagram send does not wait in practice: one timer, the read
         // timeout's, covers the write too.
@@ -365,37 +497,20 @@ impl Proxy {
         let exchange = async {
             sock.send(out).await.map_err(|e| ("write", e))?;
             written = true;
-            loop {
-                let n = sock.recv(buf).await.map_err(|e| ("read", e))?;
-                // Short reads and replies to other queries are skipped.
-                let Ok(h) = Header::parse(&buf[..n]) else {
-                    continue;
-                };
-                if h.id == id && h.qr() {
-                    return Ok(n);
-                }
-            }
+            sock.wait(id).await.map_err(|e| ("read", e))
         };
         let r = tokio::time::timeout_at(until.min(read), exchange).await;
         // The local address only names the socket in an error message:
         // asked for then, not per query.
-        let local = |sock: &UpstreamUdp| sock.local_addr();
-        let n = match r {
-            Ok(Ok(n)) => n,
-            Ok(Err((op, e))) => return Err(go_err(op, "udp", local(sock), self.addr, e).into()),
-            Err(_) if overall => return Err(self.deadline_err()),
+        match r {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err((op, e))) => Err(go_err(op, "udp", sock.local_addr(), self.addr, e).into()),
+            Err(_) if overall => Err(self.deadline_err()),
             Err(_) => {
                 let op = if written { "read udp" } else { "write udp" };
-                return Err(timeout_err(op, local(sock), self.addr).into());
+                Err(timeout_err(op, sock.local_addr(), self.addr).into())
             }
-        };
-        // Our reply was the last datagram queued (a late duplicate may
-        // follow; it raises its own event): forget the readiness that
-        // would make the next query on this socket start with a recv that
-        // only says EAGAIN.
-        sock.forget_readiness();
-        let reply = buf[..n].to_vec();
-        Ok((reply, conn))
+        }
     }
 
     /// The live pipelined connection for `t`, or a fresh one; `true`

@@ -72,6 +72,17 @@ impl UpstreamUdp {
             .await
     }
 
+    /// Runs `f` on the socket once it is readable (or holds an error),
+    /// again after every `WouldBlock`.
+    pub(crate) async fn recv_fn<T>(
+        &self,
+        f: impl FnMut(&UdpSocket) -> io::Result<T>,
+    ) -> io::Result<T> {
+        self.fd
+            .async_io(Interest::READABLE.add(Interest::ERROR), f)
+            .await
+    }
+
     /// Forgets the readable readiness the reactor remembers, without a
     /// system call: for when the caller knows the queue is empty (a
     /// datagram arriving later raises a fresh event).
