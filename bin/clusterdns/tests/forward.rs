@@ -738,3 +738,74 @@ fn a_listener_removed_by_reload_still_answers_its_forwarded_queries() {
     let (log, _) = s.stop();
     assert!(log.contains("Reloading complete"), "{log}");
 }
+
+#[test]
+fn queries_past_the_socket_limit_share_sockets_and_each_gets_its_reply() {
+    let f = Fault::start(41);
+    f.set(Mode::Slow);
+    f.state
+        .delay_ms
+        .store(700, std::sync::atomic::Ordering::SeqCst);
+    let s = Server::start(&format!(".:{{PORT}} {{\n forward . {}\n}}\n", f.to()));
+    let port = s.port;
+    let pid = s.child.id();
+    let open = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let before = open();
+    // 800 distinct names in flight at once, from 8 client sockets: past
+    // the 256 sockets an upstream gets, queries share them by ID.
+    let clients: Vec<_> = (0..8u16)
+        .map(|c| {
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+            sock.set_read_timeout(Some(Duration::from_secs(4)))
+                .expect("timeout");
+            for i in 0..100u16 {
+                let id = c * 100 + i;
+                sock.send_to(
+                    &fault::query(&format!("m{id}.example"), id),
+                    ("127.0.0.1", port),
+                )
+                .expect("send");
+            }
+            sock
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let during = open();
+    let readers: Vec<_> = clients
+        .into_iter()
+        .map(|sock| {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 512];
+                let mut got = Vec::new();
+                while got.len() < 100 {
+                    let Ok(n) = sock.recv(&mut buf) else { break };
+                    got.push(buf[..n].to_vec());
+                }
+                got
+            })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for r in readers {
+        for reply in r.join().expect("join") {
+            let id = u16::from_be_bytes([reply[0], reply[1]]);
+            // The question is the one sent with this ID, the answer the
+            // upstream's.
+            let q = fault::query(&format!("m{id}.example"), id);
+            assert_eq!(reply[12..q.len()], q[12..], "question of reply {id}");
+            assert_eq!(reply[3] & 0x0f, 0, "NOERROR for {id}");
+            assert_eq!(reply[reply.len() - 4..], [192, 0, 2, 41], "answer of {id}");
+            ids.insert(id);
+        }
+    }
+    assert_eq!(ids.len(), 800, "every query got its own reply");
+    assert!(
+        during <= before + 256 + 8,
+        "{} descriptors opened for 800 queries in flight",
+        during - before
+    );
+}
