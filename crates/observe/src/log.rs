@@ -32,6 +32,11 @@ const KEEP_CAPACITY: usize = 1024;
 /// At most this many bytes go to stdout in one `write`.
 const WRITE_BATCH: usize = 64 * 1024;
 
+/// While lines flow, the writer looks for more every [`POLL_SLEEP`]; it
+/// blocks after this many looks found none.
+const POLL_ROUNDS: u32 = 100;
+const POLL_SLEEP: Duration = Duration::from_millis(1);
+
 /// How long [`flush`] waits at most for the queue to drain.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
@@ -99,7 +104,10 @@ fn queue() -> Option<&'static Queue> {
 fn writer(rx: &Receiver<Vec<u8>>, free: &Sender<Vec<u8>>) {
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
     let mut reported = 0u64;
-    while let Ok(first) = rx.recv() {
+    loop {
+        let Some(first) = next_line(rx) else {
+            return;
+        };
         out.clear();
         let mut n = 1u64;
         out.extend_from_slice(&first);
@@ -128,6 +136,21 @@ fn writer(rx: &Receiver<Vec<u8>>, free: &Sender<Vec<u8>>) {
             write_stdout(line.as_bytes());
         }
     }
+}
+
+/// The next line: polled with short sleeps for a while after the last
+/// one, so that under a steady flow of lines no producer has to wake a
+/// blocked writer (a futex call per line); after [`POLL_ROUNDS`] empty
+/// polls the writer blocks until a line comes (`None`: every sender gone).
+fn next_line(rx: &Receiver<Vec<u8>>) -> Option<Vec<u8>> {
+    for _ in 0..POLL_ROUNDS {
+        match rx.try_recv() {
+            Ok(line) => return Some(line),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => std::thread::sleep(POLL_SLEEP),
+        }
+    }
+    rx.recv().ok()
 }
 
 fn recycle(free: &Sender<Vec<u8>>, mut buf: Vec<u8>) {
