@@ -38,6 +38,21 @@ fn tune_memory() {
     let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
 
+/// Raises the soft open-file limit to the hard limit, as Go's runtime does at start (so
+/// CoreDNS runs with it): 1024 TCP connections and up to 256 UDP sockets per upstream do not
+/// fit the common soft limit of 1024.
+#[allow(unsafe_code)]
+fn raise_nofile() {
+    // SAFETY: getrlimit/setrlimit on a local struct; failure leaves the limit as it was.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 /// The Corefile used when `-conf` is not given and `./Corefile` does not
 /// exist (CoreDNS `DefaultInput`).
 fn default_corefile(port: u16) -> String {
@@ -104,6 +119,7 @@ fn file_source(path: PathBuf, port: u16) -> ConfigSource {
 
 fn main() -> ExitCode {
     tune_memory();
+    raise_nofile();
     let program = std::env::args()
         .next()
         .unwrap_or_else(|| "clusterdns".into());
