@@ -111,7 +111,7 @@ pub use error::{NameError, ParseError, QueryError, TruncationError};
 pub use header::{HEADER_LEN, Header, set_aa, set_id, set_ra, set_rcode_low, set_tc};
 pub use message::{Message, RecordView, Records};
 pub use name::{Name, parse_reverse, reverse_name};
-pub use query::Query;
+pub use query::{Detached, Query};
 pub use record::{Record, RecordData, RecordParseError};
 pub use size::uncompressed_len;
 pub use truncate::truncate;

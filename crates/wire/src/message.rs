@@ -118,6 +118,12 @@ impl<'a> Message<'a> {
         self.opt.as_ref().map(|(_, e)| e.clone())
     }
 
+    /// Offset of the OPT record's TTL field (extended rcode, version,
+    /// flags), if there is one: after its root owner, type and class.
+    pub fn opt_ttl_offset(&self) -> Option<usize> {
+        self.opt.as_ref().map(|(r, _)| r.start + 5)
+    }
+
     /// Byte range of the whole OPT record (owner to end of rdata), if any.
     pub(crate) fn opt_record(&self) -> Option<Range<usize>> {
         self.opt.as_ref().map(|(r, _)| r.clone())

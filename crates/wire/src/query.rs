@@ -82,6 +82,25 @@ impl<'a> Query<'a> {
         Ok(q)
     }
 
+    /// The parsed query without its bytes, to be attached again to a copy
+    /// of them with [`Detached::attach`]: a query that moves to a buffer
+    /// of its own (the asynchronous path of a server) is not parsed twice.
+    pub fn detach(&self) -> Detached {
+        Detached {
+            len: self.raw.len(),
+            query: Query {
+                raw: &[],
+                header: self.header,
+                qname: self.qname,
+                qname_lower: self.qname_lower,
+                qtype: self.qtype,
+                qclass: self.qclass,
+                question_end: self.question_end,
+                edns: self.edns.clone(),
+            },
+        }
+    }
+
     /// The whole packet.
     pub fn raw(&self) -> &'a [u8] {
         self.raw
@@ -150,5 +169,36 @@ impl<'a> Query<'a> {
         self.edns
             .as_ref()
             .map_or(MAX_UDP_PLAIN, Edns::clamped_udp_size)
+    }
+}
+
+/// A [`Query`] parsed from a packet it no longer borrows ([`Query::detach`]).
+#[derive(Debug, Clone)]
+pub struct Detached {
+    /// The length of the packet it was parsed from.
+    len: usize,
+    /// The parsed parts, over no bytes.
+    query: Query<'static>,
+}
+
+impl Detached {
+    /// The query over `raw`, which must be a copy of the packet it was
+    /// parsed from. `None` when `raw` is not as long as that packet; any
+    /// other difference is not checked (the copy is the caller's).
+    pub fn attach(self, raw: &[u8]) -> Option<Query<'_>> {
+        if raw.len() != self.len {
+            return None;
+        }
+        let q = self.query;
+        Some(Query {
+            raw,
+            header: q.header,
+            qname: q.qname,
+            qname_lower: q.qname_lower,
+            qtype: q.qtype,
+            qclass: q.qclass,
+            question_end: q.question_end,
+            edns: q.edns,
+        })
     }
 }

@@ -54,6 +54,7 @@ fn sections_and_offsets() {
     assert_eq!(m.section(Section::Authority).count(), 1);
     assert_eq!(m.section(Section::Additional).count(), 1);
     assert_eq!(views[4].rtype, Rtype::OPT);
+    assert_eq!(m.opt_ttl_offset(), Some(views[4].ttl_offset));
     assert_eq!(views[0].rdata_bytes(&m), &[192, 0, 2, 1]);
     let offsets: Vec<usize> = views.iter().map(|v| v.ttl_offset).collect();
     // Rewrite TTLs in place, as a cache does.

@@ -37,6 +37,28 @@ fn edns_query() {
     assert!(!q.do_bit());
 }
 
+#[test]
+fn a_detached_query_attaches_to_a_copy_of_its_bytes() {
+    let cookie = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+    let p = with_opt(b"\x00", &cookie, 1, 1);
+    let q = Query::parse(&p).unwrap();
+    let d = q.detach();
+    let copy = p.clone();
+    let again = d.clone().attach(&copy).unwrap();
+    assert_eq!(again.raw().as_ptr(), copy.as_ptr());
+    assert_eq!(again.qname(), q.qname());
+    assert_eq!(again.qname_lower(), q.qname_lower());
+    assert_eq!(again.question_bytes(), q.question_bytes());
+    assert_eq!(again.edns(), q.edns());
+    assert_eq!(
+        again.edns_options().collect::<Vec<_>>(),
+        q.edns_options().collect::<Vec<_>>()
+    );
+    assert_eq!(again.header(), q.header());
+    // Bytes of another length are not its packet.
+    assert!(d.attach(&p[..p.len() - 1]).is_none());
+}
+
 /// Hand-made: header, question `a.`, OPT with a cookie option.
 fn with_opt(opt_owner: &[u8], opts: &[u8], arcount: u16, copies: usize) -> Vec<u8> {
     let mut p = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0];
