@@ -52,8 +52,11 @@ pub trait Plugin: Send + Sync + 'static {
     ///
     /// It must not have side effects unless it returns `Answered` or
     /// `Fail`: when a later plugin returns `Async`, the query continues on
-    /// the asynchronous path from that plugin (and a plugin that is asked
-    /// again there, such as a cache in front of a refresh, must cope).
+    /// the asynchronous path from that plugin, whose `query_async` is then
+    /// called without a second `query` (a plugin that is asked again on a
+    /// walk started over, such as a cache in front of a refresh, must
+    /// cope). What `query` learned before deferring can be handed to
+    /// `query_async` with [`ResponseWriter::defer_with`].
     fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow;
 
     /// The asynchronous handler, awaited when `query` returned `Async`.
@@ -123,27 +126,45 @@ impl Chain {
 
     /// Runs the query with I/O allowed.
     pub async fn run_async(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Outcome {
-        self.run_async_from(Deferred { at: 0 }, req, w).await
+        self.walk_async(0, false, req, w).await
     }
 
-    /// Runs the query with I/O allowed, starting at the plugin that
-    /// deferred it in [`Chain::run_sync`]: the plugins before it passed
-    /// the query on without side effects, so they are not asked again,
-    /// but their response hooks run as usual. A position past the end
-    /// (from another chain) starts over.
+    /// Runs the query with I/O allowed, from the plugin that deferred it
+    /// in [`Chain::run_sync`]. The plugins before it passed the query on
+    /// without side effects, so they are not asked again (their response
+    /// hooks run as usual); the deferring plugin is not asked
+    /// [`Plugin::query`] again either: its [`Plugin::query_async`] runs at
+    /// once, with the note it may have left in the writer
+    /// ([`ResponseWriter::defer_with`]). A position past the end (from
+    /// another chain) starts over.
     pub async fn run_async_from(
         &self,
         from: Deferred,
         req: &Request<'_>,
         w: &mut ResponseWriter,
     ) -> Outcome {
-        let start = if from.at < self.plugins.len() {
-            from.at
+        if from.at < self.plugins.len() {
+            self.walk_async(from.at, true, req, w).await
         } else {
-            0
-        };
+            self.walk_async(0, false, req, w).await
+        }
+    }
+
+    /// The asynchronous walk from `start`; `deferred`: the plugin there
+    /// already returned `Async` for this query.
+    async fn walk_async(
+        &self,
+        start: usize,
+        deferred: bool,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+    ) -> Outcome {
         for (i, p) in self.plugins.iter().enumerate().skip(start) {
-            let mut flow = p.query(req, w);
+            let mut flow = if deferred && i == start {
+                Flow::Async
+            } else {
+                p.query(req, w)
+            };
             if let Flow::Async = flow {
                 flow = p.query_async(req, w).await;
                 if let Flow::Async = flow {
@@ -381,6 +402,60 @@ mod tests {
         assert_eq!(o.plugin, "b");
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_eq!(*seen.lock().unwrap(), vec!["a:b:NXDOMAIN"]);
+    }
+
+    /// Defers with a note of how often it was asked; its asynchronous pass
+    /// answers NXDOMAIN only with that note.
+    struct Noting(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Plugin for Noting {
+        fn name(&self) -> &'static str {
+            "noting"
+        }
+        fn query(&self, _req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            w.defer_with(Box::new(n))
+        }
+        fn query_async<'a>(
+            &'a self,
+            req: &'a Request<'a>,
+            w: &'a mut ResponseWriter,
+        ) -> BoxFuture<'a, Flow> {
+            Box::pin(async move {
+                let rcode = match w.take_note::<usize>() {
+                    Some(_) => Rcode::NXDOMAIN,
+                    None => Rcode::SERVFAIL,
+                };
+                w.write_error(req, rcode);
+                Flow::Answered
+            })
+        }
+    }
+
+    #[test]
+    fn the_deferring_plugin_is_not_asked_twice_and_its_note_carries() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = Chain::new(vec![Arc::new(Noting(calls.clone())) as Arc<dyn Plugin>]);
+        let pkt = testing::query("example.org.", Rtype::A);
+        let q = Query::parse(&pkt).unwrap();
+        let zone = Name::root();
+        let req = testing::request(&q, &zone);
+        let mut first = ResponseWriter::new();
+        let d = c.run_sync(&req, &mut first).unwrap_err();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // The server moves the note to the writer of the asynchronous pass.
+        let mut second = ResponseWriter::new();
+        first.carry_note_to(&mut second);
+        let o = block_on(c.run_async_from(d, &req, &mut second));
+        assert_eq!(o.rcode, Rcode::NXDOMAIN);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // Without the note (not carried), the plugin sees none.
+        let o = block_on(c.run_async_from(d, &req, &mut ResponseWriter::new()));
+        assert_eq!(o.rcode, Rcode::SERVFAIL);
+        // A walk started over asks it again, and the note comes along.
+        let o = block_on(c.run_async(&req, &mut ResponseWriter::new()));
+        assert_eq!(o.rcode, Rcode::NXDOMAIN);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 
     #[test]

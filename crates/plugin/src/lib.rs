@@ -46,7 +46,7 @@ pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
 pub use request::{Family, Proto, Request};
 pub use setup::{ChainTail, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared};
-pub use writer::ResponseWriter;
+pub use writer::{OptAt, ResponseWriter};
 
 // The metrics registry and log lines live in clusterdns-observe, which
 // agents that are not plugins use too; plugins keep reaching them here.

@@ -1,8 +1,22 @@
 //! The buffer a reply is written into.
 
-use clusterdns_wire::{Header, MessageBuilder, Query, Rcode};
+use std::any::Any;
+
+use clusterdns_wire::{Header, Message, MessageBuilder, Query, Rcode};
 
 use crate::Request;
+
+/// What the writer knows about the OPT record of the message it holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OptAt {
+    /// The message has none (built with [`ResponseWriter::reply`]).
+    #[default]
+    Absent,
+    /// The offset of its OPT record's TTL field.
+    TtlAt(usize),
+    /// Not known: the message came from elsewhere and must be searched.
+    Unknown,
+}
 
 /// Where a plugin writes its reply.
 ///
@@ -12,10 +26,10 @@ use crate::Request;
 #[derive(Debug, Default)]
 pub struct ResponseWriter {
     buf: Vec<u8>,
-    /// The message came from elsewhere (an upstream, the cache) and may
-    /// carry an OPT record; replies built with [`ResponseWriter::reply`]
-    /// have none, which spares the server a search for it.
-    foreign: bool,
+    /// Where the message's OPT record is, when known: replies built with
+    /// [`ResponseWriter::reply`] have none and a message set from a
+    /// parse says where its is, which spares the server a search for it.
+    opt: OptAt,
     /// Bytes name compression saved in the message, when known: set by
     /// the builder of [`ResponseWriter::reply`] or by the plugin that
     /// wrote the message ([`ResponseWriter::set_compression_saved`]).
@@ -27,6 +41,9 @@ pub struct ResponseWriter {
     built: bool,
     /// The message is an error reply of [`ResponseWriter::write_error`].
     by_server: bool,
+    /// What the plugin that deferred the query learned on the synchronous
+    /// pass, for its [`Plugin::query_async`](crate::Plugin::query_async).
+    note: Option<Box<dyn Any + Send>>,
 }
 
 impl ResponseWriter {
@@ -34,11 +51,7 @@ impl ResponseWriter {
     pub fn new() -> Self {
         Self {
             buf: Vec::with_capacity(65535),
-            foreign: false,
-            saved: None,
-            saved_slot: 0,
-            built: false,
-            by_server: false,
+            ..Self::default()
         }
     }
 
@@ -52,7 +65,7 @@ impl ResponseWriter {
     /// Like [`ResponseWriter::reply`], from the bare query (for replies
     /// the server writes before any chain runs).
     pub fn reply_query<'w>(&'w mut self, query: &Query<'_>) -> MessageBuilder<'w> {
-        self.foreign = false;
+        self.opt = OptAt::Absent;
         self.built = true;
         self.by_server = false;
         MessageBuilder::reply_to(query, &mut self.buf).counting_savings(&mut self.saved_slot)
@@ -61,12 +74,24 @@ impl ResponseWriter {
     /// Replaces the content with a complete message (for example from a
     /// cache or an upstream).
     pub fn set_message(&mut self, msg: &[u8]) {
-        self.foreign = true;
+        self.opt = OptAt::Unknown;
         self.built = false;
         self.by_server = false;
         self.saved = None;
         self.buf.clear();
         self.buf.extend_from_slice(msg);
+    }
+
+    /// Like [`ResponseWriter::set_message`], from a message already
+    /// parsed: the parse found its OPT record, so the server need not
+    /// look for it again.
+    pub fn set_parsed(&mut self, msg: &Message<'_>) {
+        self.set_message(msg.as_bytes());
+        if let Some(at) = msg.opt_ttl_offset() {
+            self.opt = OptAt::TtlAt(at);
+        } else {
+            self.opt = OptAt::Absent;
+        }
     }
 
     /// Writes a reply carrying only `rcode` and the question, as CoreDNS's
@@ -94,27 +119,47 @@ impl ResponseWriter {
     }
 
     /// The message, for in-place edits (TTL rewrite, record shuffling,
-    /// truncation). Callers must leave a well-formed message behind.
+    /// truncation). Callers must leave a well-formed message behind, and
+    /// one without an OPT record if it had none. A known OPT position is
+    /// forgotten (the edit may move it); see [`ResponseWriter::fields_mut`].
     pub fn buffer_mut(&mut self) -> &mut Vec<u8> {
+        if let OptAt::TtlAt(_) = self.opt {
+            self.opt = OptAt::Unknown;
+        }
         &mut self.buf
+    }
+
+    /// The message's bytes, for edits of fixed-size fields (ID, flags,
+    /// TTLs, the question's case) that move no record: a known OPT
+    /// position stays known.
+    pub fn fields_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
+    /// Records that the message has no OPT record any more, after an edit
+    /// through [`ResponseWriter::buffer_mut`] removed the one it had (a
+    /// cache storing a reply strips it): the server need not look for one.
+    pub fn opt_removed(&mut self) {
+        self.opt = OptAt::Absent;
     }
 
     /// The buffer, for writing a whole message by hand (for example a
     /// cached one). Like [`ResponseWriter::set_message`], it marks the
     /// message as possibly carrying an OPT record.
     pub fn raw_buffer(&mut self) -> &mut Vec<u8> {
-        self.foreign = true;
+        self.opt = OptAt::Unknown;
         self.built = false;
         self.by_server = false;
         self.saved = None;
         &mut self.buf
     }
 
-    /// The buffer, for writing back a reply that was built earlier with
-    /// [`ResponseWriter::reply`] (so without an OPT record) and kept, for
-    /// example by a plugin's own memo of its answers.
+    /// The buffer, for writing back a message known to have no OPT
+    /// record: a reply built earlier with [`ResponseWriter::reply`] and
+    /// kept (a plugin's own memo of its answers), or a cache entry, which
+    /// is stored without one.
     pub fn replay_buffer(&mut self) -> &mut Vec<u8> {
-        self.foreign = false;
+        self.opt = OptAt::Absent;
         self.built = false;
         self.by_server = false;
         self.saved = None;
@@ -124,7 +169,40 @@ impl ResponseWriter {
     /// Whether the message may carry an OPT record (it was not built with
     /// [`ResponseWriter::reply`]).
     pub fn may_have_opt(&self) -> bool {
-        self.foreign
+        self.opt != OptAt::Absent
+    }
+
+    /// What is known about the message's OPT record.
+    pub fn opt(&self) -> OptAt {
+        self.opt
+    }
+
+    /// Keeps `note` for this plugin's [`Plugin::query_async`](crate::Plugin::query_async)
+    /// and returns [`Flow::Async`](crate::Flow::Async): what the
+    /// synchronous pass learned (an answer plan, a chain of names) is not
+    /// worked out again. The server carries the note to the asynchronous
+    /// pass with the query.
+    pub fn defer_with(&mut self, note: Box<dyn Any + Send>) -> crate::Flow {
+        self.note = Some(note);
+        crate::Flow::Async
+    }
+
+    /// The note the deferring plugin left with [`ResponseWriter::defer_with`],
+    /// if it is a `T`.
+    pub fn take_note<T: Any>(&mut self) -> Option<Box<T>> {
+        self.note.take()?.downcast().ok()
+    }
+
+    /// Moves the deferred query's note to the writer of its asynchronous
+    /// pass (for servers; plugins use [`ResponseWriter::take_note`]).
+    pub fn carry_note_to(&mut self, other: &mut ResponseWriter) {
+        other.note = self.note.take();
+    }
+
+    /// Drops a note no asynchronous pass took (for servers, before the
+    /// writer serves another query).
+    pub fn forget_note(&mut self) {
+        self.note = None;
     }
 
     /// The rcode of the written reply (the header's four bits; extended
@@ -138,7 +216,7 @@ impl ResponseWriter {
 
     /// Empties the buffer, keeping its capacity.
     pub fn clear(&mut self) {
-        self.foreign = false;
+        self.opt = OptAt::Absent;
         self.built = false;
         self.by_server = false;
         self.saved = Some(0);

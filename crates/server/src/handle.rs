@@ -11,9 +11,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use clusterdns_plugin::{Chain, Deferred, Proto, Request, ResponseWriter};
+use clusterdns_plugin::{Chain, Deferred, OptAt, Proto, Request, ResponseWriter};
 use clusterdns_wire::{
-    Class, HEADER_LEN, Header, Message, Opcode, Query, QueryError, Rcode, Rtype, truncate,
+    Class, Detached, HEADER_LEN, Header, Message, Opcode, Query, QueryError, Rcode, Rtype, truncate,
 };
 
 use crate::mux::Mux;
@@ -25,8 +25,19 @@ pub(crate) enum Handled {
     Reply,
     /// Send nothing (not a query, or unreadable).
     Drop,
-    /// Needs the asynchronous path, from the plugin that deferred it.
-    Defer(Deferred),
+    /// Needs the asynchronous path, from the plugin that deferred it; the
+    /// parsed query stays in the caller's slot.
+    Defer(Resume),
+}
+
+/// Where the asynchronous pass picks a deferred query up: what the
+/// synchronous pass chose, so that nothing is checked or routed twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Resume {
+    /// The zone's position in the mux ([`Mux::zone_at`]).
+    zone: usize,
+    /// The plugin that deferred.
+    at: Deferred,
 }
 
 /// Everything about a packet except its bytes.
@@ -118,17 +129,17 @@ fn header_only_reply(packet: &[u8], rcode: Rcode, w: &mut ResponseWriter) {
     reply.write(buf);
 }
 
-/// Builds the request and picks the chain, or writes REFUSED.
+/// Picks the zone and chain, or writes REFUSED.
 fn route<'m>(
     mux: &'m Mux,
     q: &Query<'_>,
     w: &mut ResponseWriter,
-) -> Option<(&'m clusterdns_wire::Name, &'m Chain)> {
-    let Some((zone, chain)) = mux.select(q.qname_lower()) else {
+) -> Option<(usize, &'m clusterdns_wire::Name, &'m Chain)> {
+    let Some(picked) = mux.select_at(q.qname_lower()) else {
         refuse(q, w);
         return None;
     };
-    Some((zone, chain))
+    Some(picked)
 }
 
 fn refuse(q: &Query<'_>, w: &mut ResponseWriter) {
@@ -141,13 +152,14 @@ fn refuse(q: &Query<'_>, w: &mut ResponseWriter) {
 enum Prepared<'p, 'q, 'm> {
     /// Answered (or dropped) without a chain; the writer is ready.
     Done(Handled),
-    /// Run this zone's chain on this query (which lives in the caller's
-    /// slot).
-    Run(&'q Query<'p>, &'m clusterdns_wire::Name, &'m Chain),
+    /// Run this zone's chain (at this position in the mux) on this query
+    /// (which lives in the caller's slot).
+    Run(&'q Query<'p>, usize, &'m clusterdns_wire::Name, &'m Chain),
 }
 
-/// The part of both passes before the chain: checks, zone selection and
-/// the replies written without a chain (FORMERR, NOTIMP, BADVERS, REFUSED).
+/// The part of the synchronous pass before the chain: checks, zone
+/// selection and the replies written without a chain (FORMERR, NOTIMP,
+/// BADVERS, REFUSED).
 fn prepare<'p, 'q, 'm>(
     mux: &'m Mux,
     packet: &'p [u8],
@@ -166,7 +178,7 @@ fn prepare<'p, 'q, 'm>(
         Checked::Chain(q) => q,
     };
     match route(mux, q, w) {
-        Some((zone, chain)) => Prepared::Run(q, zone, chain),
+        Some((at, zone, chain)) => Prepared::Run(q, at, zone, chain),
         None => {
             scrub(q, meta.proto, w);
             Prepared::Done(Handled::Reply)
@@ -192,19 +204,27 @@ fn request<'a>(
     }
 }
 
-/// The synchronous pass over one packet. On `Reply` the writer holds the
-/// scrubbed reply.
-pub(crate) fn serve_sync(mux: &Mux, packet: &[u8], meta: Meta, w: &mut ResponseWriter) -> Handled {
-    let mut slot = None;
-    let (q, zone, chain) = match prepare(mux, packet, meta, w, &mut slot) {
+/// The synchronous pass over one packet, parsed into `slot`. On `Reply`
+/// the writer holds the scrubbed reply; on `Defer` the slot holds the
+/// query and the writer the deferring plugin's note, both for
+/// [`serve_async`] (or a [`Parked`] query).
+pub(crate) fn serve_sync<'p>(
+    mux: &Mux,
+    packet: &'p [u8],
+    meta: Meta,
+    w: &mut ResponseWriter,
+    slot: &mut Option<Query<'p>>,
+) -> Handled {
+    w.forget_note();
+    let (q, zone_at, zone, chain) = match prepare(mux, packet, meta, w, slot) {
         Prepared::Done(h) => return h,
-        Prepared::Run(q, zone, chain) => (q, zone, chain),
+        Prepared::Run(q, at, zone, chain) => (q, at, zone, chain),
     };
     let req = request(mux, q, zone, meta);
     let ran = std::panic::catch_unwind(AssertUnwindSafe(|| chain.run_sync(&req, &mut *w)));
     match ran {
         Ok(Ok(_)) => {}
-        Ok(Err(d)) => return Handled::Defer(d),
+        Ok(Err(at)) => return Handled::Defer(Resume { zone: zone_at, at }),
         Err(panic) => recovered(mux, &req, w, panic),
     }
     scrub(q, meta.proto, w);
@@ -245,27 +265,76 @@ impl<F: Future> Future for CatchUnwind<F> {
     }
 }
 
-/// The asynchronous pass, for packets `serve_sync` deferred with `from`
-/// over the same `mux`: it resumes the chain at the plugin that deferred.
+/// The asynchronous pass over a query [`serve_sync`] deferred with `from`
+/// over the same `mux`: it resumes the chain at the plugin that deferred,
+/// with the query that pass parsed and the zone it chose. The writer must
+/// hold the deferring plugin's note (the same writer, or one it was
+/// carried to).
 pub(crate) async fn serve_async(
     mux: &Mux,
-    packet: &[u8],
+    q: &Query<'_>,
     meta: Meta,
-    from: Deferred,
+    from: Resume,
     w: &mut ResponseWriter,
 ) -> Handled {
-    let mut slot = None;
-    let (q, zone, chain) = match prepare(mux, packet, meta, w, &mut slot) {
-        Prepared::Done(h) => return h,
-        Prepared::Run(q, zone, chain) => (q, zone, chain),
+    let Some((zone, chain)) = mux.zone_at(from.zone) else {
+        // Not a position of this mux: the caller must keep the table
+        // that deferred the query. Refused rather than misrouted.
+        refuse(q, w);
+        scrub(q, meta.proto, w);
+        return Handled::Reply;
     };
     let req = request(mux, q, zone, meta);
-    let ran = CatchUnwind(Box::pin(chain.run_async_from(from, &req, &mut *w))).await;
+    let ran = CatchUnwind(Box::pin(chain.run_async_from(from.at, &req, &mut *w))).await;
     if let Err(panic) = ran {
         recovered(mux, &req, w, panic);
     }
     scrub(q, meta.proto, w);
     Handled::Reply
+}
+
+/// A deferred query that leaves the buffer it was received in: a copy of
+/// its bytes, what the synchronous pass learned (the parsed query, the
+/// zone, the plugin) and the writer of its asynchronous pass, which holds
+/// the deferring plugin's note.
+pub(crate) struct Parked {
+    packet: Vec<u8>,
+    query: Detached,
+    resume: Resume,
+    w: ResponseWriter,
+}
+
+impl Parked {
+    /// Parks `q` (parsed from `packet`), deferred at `resume`; takes the
+    /// note from `w`, the writer of the synchronous pass.
+    pub(crate) fn new(
+        packet: &[u8],
+        q: &Query<'_>,
+        resume: Resume,
+        w: &mut ResponseWriter,
+    ) -> Self {
+        let mut mine = ResponseWriter::default();
+        w.carry_note_to(&mut mine);
+        Self {
+            packet: packet.to_vec(),
+            query: q.detach(),
+            resume,
+            w: mine,
+        }
+    }
+
+    /// The asynchronous pass over `mux`, the table that deferred the
+    /// query; the writer holding the reply, if there is one to send.
+    pub(crate) async fn serve(self, mux: &Mux, meta: Meta) -> Option<ResponseWriter> {
+        let Parked {
+            packet,
+            query,
+            resume,
+            mut w,
+        } = self;
+        let q = query.attach(&packet)?;
+        (serve_async(mux, &q, meta, resume, &mut w).await == Handled::Reply).then_some(w)
+    }
 }
 
 /// Replies written before a chain ran (FORMERR, NOTIMP, BADVERS) need no
@@ -282,8 +351,8 @@ fn finish_plain(_packet: &[u8], _meta: Meta, w: &mut ResponseWriter) -> Handled 
 /// truncate to what the client accepts (`Scrub`).
 pub(crate) fn scrub(q: &Query<'_>, proto: Proto, w: &mut ResponseWriter) {
     if let Some(e) = q.edns() {
-        let may_have_opt = w.may_have_opt();
-        mirror_opt(q, e, may_have_opt, w.buffer_mut());
+        let opt = w.opt();
+        mirror_opt(q, e, opt, w.buffer_mut());
     }
     let max = match proto {
         Proto::Udp => usize::from(q.udp_size()).max(512),
@@ -298,7 +367,7 @@ pub(crate) fn scrub(q: &Query<'_>, proto: Proto, w: &mut ResponseWriter) {
         b.set_rcode(Rcode::SERVFAIL);
         b.finish();
         if let Some(e) = q.edns() {
-            mirror_opt(q, e, false, w.buffer_mut());
+            mirror_opt(q, e, OptAt::Absent, w.buffer_mut());
         }
     }
 }
@@ -316,12 +385,13 @@ fn opt_ttl_offset(buf: &[u8], arcount: u16) -> Option<usize> {
 
 /// Gives the reply the query's OPT (size, DO, supported options) or
 /// normalises the OPT it already has, as `request.SizeAndDo` does.
-fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, may_have_opt: bool, buf: &mut Vec<u8>) {
+fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, opt: OptAt, buf: &mut Vec<u8>) {
     let Ok(h) = Header::parse(buf) else { return };
-    let existing = if may_have_opt {
-        opt_ttl_offset(buf, h.arcount)
-    } else {
-        None
+    let existing = match opt {
+        OptAt::Absent => None,
+        // Where the writer's message was parsed, it is known.
+        OptAt::TtlAt(at) if at >= 2 && at + 4 <= buf.len() => Some(at),
+        OptAt::TtlAt(_) | OptAt::Unknown => opt_ttl_offset(buf, h.arcount),
     };
     if let Some(ttl_off) = existing {
         // CLASS = the query's payload size; TTL &= 0xff00 clears the
@@ -439,7 +509,10 @@ mod tests {
         mux.add(Name::root(), Chain::new(vec![Arc::new(Garbage)]));
         let mut w = ResponseWriter::new();
         let pkt = testing::query("x.example.", Rtype::A);
-        assert_eq!(serve_sync(&mux, &pkt, meta(), &mut w), Handled::Reply);
+        assert_eq!(
+            serve_sync(&mux, &pkt, meta(), &mut w, &mut None),
+            Handled::Reply
+        );
         let r = testing::reply(w.bytes());
         assert_eq!(r.rcode, Rcode::SERVFAIL);
         assert!(w.bytes().len() <= 512);
@@ -452,20 +525,24 @@ mod tests {
         let mut w = ResponseWriter::new();
         for round in 1..=2u64 {
             let pkt = testing::query("boom.example.", Rtype::A);
-            assert_eq!(serve_sync(&mux, &pkt, meta(), &mut w), Handled::Reply);
+            assert_eq!(
+                serve_sync(&mux, &pkt, meta(), &mut w, &mut None),
+                Handled::Reply
+            );
             assert_eq!(testing::reply(w.bytes()).rcode, Rcode::SERVFAIL);
             assert_eq!(mux.panics.get(), round);
         }
         // The asynchronous path recovers too.
         let pkt = testing::query("calm.example.", Rtype::A);
-        let Handled::Defer(from) = serve_sync(&mux, &pkt, meta(), &mut w) else {
+        let mut slot = None;
+        let Handled::Defer(from) = serve_sync(&mux, &pkt, meta(), &mut w, &mut slot) else {
             panic!("not deferred");
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let h = rt.block_on(serve_async(&mux, &pkt, meta(), from, &mut w));
-        assert_eq!(h, Handled::Reply);
+        let parked = Parked::new(&pkt, slot.as_ref().unwrap(), from, &mut w);
+        let w = rt.block_on(parked.serve(&mux, meta())).expect("a reply");
         assert_eq!(testing::reply(w.bytes()).rcode, Rcode::SERVFAIL);
         assert_eq!(mux.panics.get(), 3);
     }

@@ -69,6 +69,23 @@ impl Mux {
             .map(|(z, c)| (z, c))
     }
 
+    /// [`Mux::select`] with the zone's position, for [`Mux::zone_at`]: a
+    /// deferred query keeps the position instead of selecting again.
+    #[inline]
+    pub(crate) fn select_at(&self, qname_lower: &Name) -> Option<(usize, &Name, &Chain)> {
+        self.zones
+            .iter()
+            .enumerate()
+            .find(|(_, (z, _))| qname_lower.ends_with(z))
+            .map(|(i, (z, c))| (i, z, c))
+    }
+
+    /// The zone and chain at a position [`Mux::select_at`] gave.
+    #[inline]
+    pub(crate) fn zone_at(&self, i: usize) -> Option<(&Name, &Chain)> {
+        self.zones.get(i).map(|(z, c)| (z, c))
+    }
+
     /// Whether queries of classes other than IN are served on this
     /// listener (CoreDNS decides per listener, not per block).
     #[inline]
@@ -108,5 +125,8 @@ mod tests {
         only.add(n("example.org."), Chain::default());
         assert!(only.select(&n("example.net.")).is_none());
         assert!(only.select(&n("notexample.org.")).is_none());
+        let (i, z, _) = m.select_at(&n("a.svc.cluster.local.")).unwrap();
+        assert_eq!(m.zone_at(i).map(|(z, _)| z), Some(z));
+        assert!(m.zone_at(3).is_none());
     }
 }

@@ -314,9 +314,10 @@ async fn connection(
         };
         let table = mux.load_full();
         let msg = &packet[..len];
-        let mut handled = serve_sync(&table, msg, meta, &mut w);
-        if let Handled::Defer(from) = handled {
-            handled = serve_async(&table, msg, meta, from, &mut w).await;
+        let mut slot = None;
+        let mut handled = serve_sync(&table, msg, meta, &mut w, &mut slot);
+        if let (Handled::Defer(from), Some(q)) = (handled, slot.as_ref()) {
+            handled = serve_async(&table, q, meta, from, &mut w).await;
         }
         drop(table);
         if handled != Handled::Reply {

@@ -40,7 +40,7 @@ pub fn serve_sync(
         proto,
         received: Instant::now(),
     };
-    match handle::serve_sync(mux, packet, meta, w) {
+    match handle::serve_sync(mux, packet, meta, w, &mut None) {
         Handled::Reply => Served::Reply,
         Handled::Drop => Served::Drop,
         Handled::Defer(_) => Served::Defer,

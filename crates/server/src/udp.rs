@@ -13,14 +13,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::{Deferred, Proto, ResponseWriter};
+use clusterdns_plugin::{Proto, ResponseWriter};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 use tokio::sync::oneshot;
 
-use crate::handle::{Handled, Meta, serve_async, serve_sync};
+use crate::handle::{Handled, Meta, Parked, serve_sync};
 use crate::mux::Mux;
 use crate::sys::{self, Batch};
 
@@ -112,15 +112,8 @@ enum Event<'a> {
 
 /// The asynchronous pass of one deferred query, answered with `sendto`
 /// on the worker's socket. The worker polls it; nothing is spawned.
-async fn deferred(
-    sock: &AsyncFd<Socket>,
-    table: Arc<Mux>,
-    packet: Vec<u8>,
-    meta: Meta,
-    at: Deferred,
-) {
-    let mut w = ResponseWriter::default();
-    if serve_async(&table, &packet, meta, at, &mut w).await == Handled::Reply {
+async fn deferred(sock: &AsyncFd<Socket>, table: Arc<Mux>, parked: Parked, meta: Meta) {
+    if let Some(w) = parked.serve(&table, meta).await {
         let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), meta.client);
     }
 }
@@ -206,17 +199,21 @@ async fn worker(
                 received,
             };
             let packet = &batch.rx[i][..len];
-            match serve_sync(&table, packet, meta, &mut w) {
+            let mut slot = None;
+            match serve_sync(&table, packet, meta, &mut w, &mut slot) {
                 Handled::Reply => {
                     std::mem::swap(w.buffer_mut(), &mut batch.tx[i]);
                     batch.tx_ready.push(i);
                 }
                 Handled::Drop => {}
                 Handled::Defer(at) => {
+                    let Some(q) = slot.as_ref() else { continue };
+                    let parked = Parked::new(packet, q, at, &mut w);
                     // The table that deferred the query, so that `at`
-                    // names the same plugin even if a reload swapped it.
+                    // names the same zone and plugin even if a reload
+                    // swapped it.
                     let table = Arc::clone(&table);
-                    pending.push(deferred(&sock, table, packet.to_vec(), meta, at));
+                    pending.push(deferred(&sock, table, parked, meta));
                 }
             }
         }

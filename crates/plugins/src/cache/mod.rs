@@ -284,7 +284,8 @@ impl Inner {
     /// Copies the entry into the writer: the client's ID, question (its
     /// case) and flags, the entry's rcode, RA and AD, and the TTL.
     fn write_hit(&self, e: &Entry, ttl: i64, q: &Query<'_>, w: &mut ResponseWriter) {
-        self.fill_hit(e, ttl, q, w.raw_buffer());
+        // Entries are stored without their OPT (`Entry::build`).
+        self.fill_hit(e, ttl, q, w.replay_buffer());
         w.set_compression_saved(e.saved);
     }
 

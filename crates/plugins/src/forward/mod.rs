@@ -400,8 +400,8 @@ impl Forward {
         {
             return Flow::Next;
         }
-        w.set_message(reply);
-        let buf = w.buffer_mut();
+        w.set_parsed(&msg);
+        let buf = w.fields_mut();
         clusterdns_wire::set_id(buf, req.query.id());
         let q = req.query.question_bytes();
         let qr = msg.question_range();

@@ -1001,7 +1001,8 @@ impl Plugin for Kubernetes {
                 memo::keep(self.memo_id, generation, req, &flow, w);
                 flow
             }
-            Err(_) => Flow::Async,
+            // The chain goes to the asynchronous pass with the query.
+            Err(chain) => w.defer_with(chain),
         }
     }
 
@@ -1011,9 +1012,14 @@ impl Plugin for Kubernetes {
         w: &'a mut ResponseWriter,
     ) -> BoxFuture<'a, Flow> {
         Box::pin(async move {
-            let chain = match self.answer(req, w) {
-                Ok(flow) => return flow,
-                Err(chain) => chain,
+            // The chain `query` found; worked out again only when it left
+            // none (a caller that skipped `query`).
+            let chain = match w.take_note::<CnameChain>() {
+                Some(chain) => chain,
+                None => match self.answer(req, w) {
+                    Ok(flow) => return flow,
+                    Err(chain) => chain,
+                },
             };
             let Some(target) = chain.last_target().copied() else {
                 return Flow::Answered;
