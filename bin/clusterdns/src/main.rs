@@ -1,14 +1,12 @@
-//! The `clusterdns` binary: parses CoreDNS's command line, then hands the
-//! Corefile and the compiled-in plugins to the server. Nothing else lives
-//! here.
+//! The `clusterdns` binary: one module per job, each wiring the libraries
+//! together (today `serve`, CoreDNS's job), plus what every job's process
+//! shares (`process`: runtime, signals, pidfile). Nothing else lives here.
 
 mod alloc;
-mod flags;
+mod process;
+mod serve;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-
-use clusterdns_server::{ConfigSource, RunOptions};
 
 #[global_allocator]
 static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
@@ -53,20 +51,6 @@ fn raise_nofile() {
     }
 }
 
-/// The Corefile used when `-conf` is not given and `./Corefile` does not
-/// exist (CoreDNS `DefaultInput`).
-fn default_corefile(port: u16) -> String {
-    format!(".:{port} {{\n    whoami\n    log\n}}\n")
-}
-
-/// Whether a Corefile has nothing but blanks and comments: CoreDNS then
-/// serves its default server instead of nothing.
-fn is_blank(text: &str) -> bool {
-    text.lines()
-        .map(str::trim)
-        .all(|l| l.is_empty() || l.starts_with('#'))
-}
-
 /// Go's name for this machine's architecture (`GOARCH`), as CoreDNS
 /// prints it after the OS.
 fn goarch() -> &'static str {
@@ -91,32 +75,6 @@ fn version_lines() -> String {
     )
 }
 
-/// `-plugins`: CoreDNS 1.14's bare list, one name a line, sorted, then the
-/// empty line of its `fmt.Println`.
-fn plugin_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let mut names: Vec<&str> = names.collect();
-    names.sort_unstable();
-    let mut out = String::new();
-    for n in names {
-        out.push_str(n);
-        out.push('\n');
-    }
-    out.push('\n');
-    out
-}
-
-/// The Corefile at `path`, or CoreDNS's default server when it holds only
-/// blanks and comments. Read errors are left to the server to report.
-fn file_source(path: PathBuf, port: u16) -> ConfigSource {
-    match std::fs::read_to_string(&path) {
-        Ok(text) if is_blank(&text) => ConfigSource::Text {
-            name: path,
-            text: default_corefile(port),
-        },
-        _ => ConfigSource::File(path),
-    }
-}
-
 fn main() -> ExitCode {
     tune_memory();
     raise_nofile();
@@ -124,64 +82,7 @@ fn main() -> ExitCode {
         .next()
         .unwrap_or_else(|| "clusterdns".into());
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let f = match flags::parse(&args) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}");
-            eprint!("{}", flags::usage(&program));
-            return ExitCode::from(2);
-        }
-    };
-    if f.help {
-        eprint!("{}", flags::usage(&program));
-        return ExitCode::SUCCESS;
-    }
-    if f.version {
-        println!("{}", version_lines());
-        return ExitCode::SUCCESS;
-    }
-    let registry = clusterdns_plugins::registry();
-    if f.plugins {
-        print!("{}", plugin_list(registry.iter().map(|p| p.name)));
-        return ExitCode::SUCCESS;
-    }
-    let source = match f.conf {
-        Some(p) if p == "stdin" => {
-            let mut text = String::new();
-            if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
-                eprintln!("unable to read Corefile from stdin: {e}");
-                return ExitCode::FAILURE;
-            }
-            ConfigSource::Text {
-                name: PathBuf::from("stdin"),
-                text,
-            }
-        }
-        Some(p) => file_source(PathBuf::from(p), f.dns_port),
-        None if std::path::Path::new("Corefile").exists() => {
-            file_source(PathBuf::from("Corefile"), f.dns_port)
-        }
-        None => ConfigSource::Text {
-            name: PathBuf::from("Corefile"),
-            text: default_corefile(f.dns_port),
-        },
-    };
-    let opts = RunOptions {
-        source,
-        dns_port: f.dns_port,
-        registry,
-        pidfile: f.pidfile.map(PathBuf::from),
-        quiet: f.quiet,
-        udp_workers: None,
-        banner: version_lines(),
-    };
-    match clusterdns_server::run(opts) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::FAILURE
-        }
-    }
+    serve::main(&program, &args, version_lines())
 }
 
 #[cfg(test)]

@@ -12,10 +12,12 @@
 //!  admin HTTP (health, ready, metrics routes registered by plugins)
 //! ```
 //!
-//! An [`Instance`] is one parsed and set-up Corefile. [`run`] binds its
-//! listeners and serves until SIGTERM/SIGINT; `reload` swaps in a new
-//! instance without dropping queries (the listeners stay; only each
-//! listener's zone table is swapped atomically).
+//! An [`Instance`] is one parsed and set-up Corefile. [`serve`] binds its
+//! listeners, reports [`Serving`] and serves until its [`Controller`]
+//! asks it to stop; a reload swaps in a new instance without dropping
+//! queries (the listeners stay; only each listener's zone table is swapped
+//! atomically). The process around it (the binary) owns the runtime, the
+//! signals and the pidfile, and drives the controller.
 //!
 //! TCP clients meet the limits of [`TcpLimits`] (read 3 s, write 5 s,
 //! idle 10 s, 1024 connections with the longest idle or stalled ones
@@ -40,5 +42,5 @@ mod udp;
 
 pub use instance::{ConfigSource, Instance, InstanceError, ListenerSpec};
 pub use mux::Mux;
-pub use run::{RunOptions, ServerError, run};
+pub use run::{Control, Controller, Options, ServerError, Serving, control, serve};
 pub use tcp::{TCP_GRACE, TCP_SEND_BUFFER, TcpLimits};

@@ -1,8 +1,9 @@
-//! Start, reload and stop: the process lifecycle around [`Instance`]s.
+//! Start, reload and stop: the lifecycle of a server around
+//! [`Instance`]s, driven by a [`Control`] (the process around it owns the
+//! runtime, the signals and the pidfile).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -10,8 +11,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use clusterdns_plugin::metrics::{Counter, Family, Gauge, Registry};
 use clusterdns_plugin::{PluginDef, error, info, warning};
-use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::watch;
+use tokio::sync::{Notify, oneshot, watch};
 
 use crate::admin;
 use crate::instance::{ConfigSource, Instance, InstanceError};
@@ -21,15 +21,13 @@ use crate::udp::UdpListener;
 
 /// How the server is started.
 #[derive(Debug, Clone)]
-pub struct RunOptions {
+pub struct Options {
     /// The Corefile.
     pub source: ConfigSource,
     /// Port for keys without one (`-dns.port`, default 53).
     pub dns_port: u16,
     /// The compiled-in plugins, in `plugin.cfg` order.
     pub registry: Vec<PluginDef>,
-    /// Write the process ID here (`-pidfile`).
-    pub pidfile: Option<PathBuf>,
     /// Do not print the start-up banner (`-quiet`).
     pub quiet: bool,
     /// UDP worker threads per listener (default: the CPUs this process
@@ -62,9 +60,76 @@ pub enum ServerError {
     Runtime(#[from] std::io::Error),
 }
 
+/// What is serving once every listener of the configuration is bound and
+/// its plugins have started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Serving {
+    /// The DNS listeners' addresses, UDP and TCP alike (with the port the
+    /// system chose where the Corefile said 0).
+    pub dns: Vec<SocketAddr>,
+    /// The admin HTTP listeners' addresses (health, ready, metrics).
+    pub admin: Vec<SocketAddr>,
+}
+
+/// The caller's side of a server started with [`serve`]: learn when it
+/// serves, ask it to reload or to stop.
+#[derive(Debug)]
+pub struct Controller {
+    shutdown: watch::Sender<bool>,
+    reload: Arc<Notify>,
+    serving: Option<oneshot::Receiver<Serving>>,
+}
+
+/// The server's side of a [`Controller`], handed to [`serve`].
+#[derive(Debug)]
+pub struct Control {
+    shutdown: watch::Receiver<bool>,
+    reload: Arc<Notify>,
+    serving: Option<oneshot::Sender<Serving>>,
+}
+
+/// A connected [`Controller`] and [`Control`].
+pub fn control() -> (Controller, Control) {
+    let (shutdown, stop) = watch::channel(false);
+    let (serving, served) = oneshot::channel();
+    let reload = Arc::new(Notify::new());
+    (
+        Controller {
+            shutdown,
+            reload: reload.clone(),
+            serving: Some(served),
+        },
+        Control {
+            shutdown: stop,
+            reload,
+            serving: Some(serving),
+        },
+    )
+}
+
+impl Controller {
+    /// Waits until the server serves. `None` when it stopped before (the
+    /// result of [`serve`] says why) or this was already asked.
+    pub async fn serving(&mut self) -> Option<Serving> {
+        self.serving.take()?.await.ok()
+    }
+
+    /// Reads the Corefile again and applies it, even unchanged (what
+    /// SIGUSR1 asks of CoreDNS).
+    pub fn reload(&self) {
+        self.reload.notify_one();
+    }
+
+    /// Stops the server after its lameduck period (what SIGTERM and
+    /// SIGINT ask). Dropping the controller does the same.
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
 /// A DNS listener that is serving: UDP workers and a TCP accept task
 /// sharing one swappable zone table.
-struct Serving {
+struct Listening {
     mux: Arc<ArcSwap<Mux>>,
     udp: UdpListener,
     stop: watch::Sender<bool>,
@@ -78,30 +143,9 @@ struct AdminServing {
 
 /// Everything that is serving right now.
 struct State {
-    dns: HashMap<SocketAddr, Serving>,
+    dns: HashMap<SocketAddr, Listening>,
     admin: HashMap<SocketAddr, AdminServing>,
     instance: Instance,
-}
-
-/// Builds the configuration, binds it and serves until SIGTERM or SIGINT.
-/// An invalid Corefile returns an error before any port is bound.
-pub fn run(opts: RunOptions) -> Result<(), ServerError> {
-    // As many runtime workers as CPUs we may run on (at most 4): on a
-    // server pinned to one core, a second worker only adds context
-    // switches to the forwarding path.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cpus.clamp(1, 4))
-        .thread_name("clusterdns-rt")
-        .enable_all()
-        .build()?;
-    let handle = rt.handle().clone();
-    rt.spawn(timer_anchor());
-    let r = rt.block_on(async move { serve(opts, handle).await });
-    // Log lines are written by a thread of their own: let the last ones
-    // out before the caller exits.
-    clusterdns_plugin::log::flush();
-    r
 }
 
 /// Keeps one timer always pending, due within [`ANCHOR`].
@@ -126,7 +170,23 @@ async fn timer_anchor() {
 /// the plugins arm (forward's read timeout is 2 s).
 const ANCHOR: Duration = Duration::from_millis(500);
 
-async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), ServerError> {
+/// Builds the configuration, binds it, reports [`Serving`] and serves
+/// until the controller asks it to stop (or is dropped); a reload reads
+/// the Corefile again and applies it (on the reload plugin's timer, only
+/// when it changed). An invalid Corefile returns an error before any port
+/// is bound.
+///
+/// Runs on the caller's tokio runtime (multi-threaded, with I/O and
+/// time): the UDP workers are tasks on it.
+pub async fn serve(opts: Options, control: Control) -> Result<(), ServerError> {
+    let anchor = tokio::spawn(timer_anchor());
+    let served = serve_until_stopped(opts, control).await;
+    anchor.abort();
+    served
+}
+
+async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), ServerError> {
+    let rt = tokio::runtime::Handle::current();
     let metrics = Arc::new(Registry::new());
     let instance = Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone())?;
     let workers = opts.udp_workers.unwrap_or_else(|| {
@@ -165,13 +225,6 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
     if !opts.quiet {
         clusterdns_plugin::log::raw(format!("{}\n", opts.banner).as_bytes());
     }
-    if let Some(p) = &opts.pidfile
-        && let Err(e) = std::fs::write(p, format!("{}\n", std::process::id()))
-    {
-        return Err(ServerError::Startup(format!(
-            "failed to write pidfile: {e}"
-        )));
-    }
     let reload_failed = metrics.get_or_register("coredns_reload_failed_total", || {
         Family::<Counter>::new(
             "coredns_reload_failed_total",
@@ -192,10 +245,13 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
         version_info.clear();
         version_info.with(&["sha512", &inst.checksum]).set(1.0);
     };
+    if let Some(tx) = control.serving.take() {
+        let _ = tx.send(Serving {
+            dns: state.dns.values().map(|s| s.udp.local).collect(),
+            admin: state.admin.keys().copied().collect(),
+        });
+    }
 
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut usr1 = signal(SignalKind::user_defined1())?;
     loop {
         let wait = match state.instance.shared.reload {
             Some(r) => {
@@ -208,21 +264,12 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
             }
             None => Duration::from_secs(3600),
         };
-        // CoreDNS logs the signal, and SIGUSR1 restarts even on an
-        // unchanged Corefile, without reload's SHA line.
+        // A reload the controller asks for (SIGUSR1) restarts even on an
+        // unchanged Corefile, without reload's SHA line, as CoreDNS.
         let forced = tokio::select! {
-            _ = term.recv() => {
-                info!("", "SIGTERM: Shutting down servers then terminating");
-                break;
-            }
-            _ = int.recv() => {
-                info!("", "SIGINT: Shutting down");
-                break;
-            }
-            _ = usr1.recv() => {
-                info!("", "SIGUSR1: Reloading");
-                true
-            }
+            // Asked to stop, or the controller is gone.
+            _ = control.shutdown.wait_for(|stop| *stop) => break,
+            _ = control.reload.notified() => true,
             _ = tokio::time::sleep(wait) => {
                 if state.instance.shared.reload.is_none() {
                     continue;
@@ -305,9 +352,6 @@ async fn serve(opts: RunOptions, rt: tokio::runtime::Handle) -> Result<(), Serve
         let _ = a.stop.send(true);
     }
     run_hooks(std::mem::take(&mut state.instance.shared.on_shutdown));
-    if let Some(p) = &opts.pidfile {
-        let _ = std::fs::remove_file(p);
-    }
     Ok(())
 }
 
@@ -330,7 +374,7 @@ async fn apply(
     rt: &tokio::runtime::Handle,
 ) -> Result<(), ServerError> {
     // 1. Bind what is new.
-    let mut fresh: HashMap<SocketAddr, Serving> = HashMap::new();
+    let mut fresh: HashMap<SocketAddr, Listening> = HashMap::new();
     for l in &next.listeners {
         if state.dns.contains_key(&l.addr) {
             continue;
@@ -445,7 +489,7 @@ async fn start_dns(
     mux: Mux,
     workers: usize,
     rt: &tokio::runtime::Handle,
-) -> std::io::Result<Serving> {
+) -> std::io::Result<Listening> {
     let mux = Arc::new(ArcSwap::from_pointee(mux));
     let udp = UdpListener::start(addr, mux.clone(), workers, rt.clone())?;
     // TCP on the same port the UDP side got (they differ only for port 0).
@@ -459,7 +503,7 @@ async fn start_dns(
     };
     let (stop, rx) = watch::channel(false);
     tokio::spawn(tcp::serve(tcp, mux.clone(), rx));
-    Ok(Serving { mux, udp, stop })
+    Ok(Listening { mux, udp, stop })
 }
 
 /// The TCP accept backlog: the kernel's maximum, as Go (and so CoreDNS)

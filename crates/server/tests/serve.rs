@@ -1,0 +1,116 @@
+//! The server as a library: started with [`clusterdns_server::serve`] on
+//! the caller's runtime, it reports `Serving` once every listener is bound
+//! (a query sent at once is answered, no retry), reloads when asked and
+//! stops when asked. Queries go through dig to 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clusterdns_server::{ConfigSource, Options, Serving, control, serve};
+
+fn options(corefile: &std::path::Path) -> Options {
+    Options {
+        source: ConfigSource::File(corefile.to_path_buf()),
+        dns_port: 53,
+        registry: clusterdns_plugins::registry(),
+        quiet: true,
+        udp_workers: Some(2),
+        banner: String::new(),
+    }
+}
+
+/// The caller's runtime, as a binary builds it.
+fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `dig +short` of `name`/`qtype` at `addr` over UDP (or TCP).
+fn dig(addr: SocketAddr, name: &str, qtype: &str, tcp: bool) -> String {
+    let mut cmd = Command::new("dig");
+    cmd.arg(format!("@{}", addr.ip()))
+        .arg("-p")
+        .arg(addr.port().to_string())
+        .args([name, qtype, "+short", "+tries=1", "+time=2"]);
+    if tcp {
+        cmd.arg("+tcp");
+    }
+    let out = cmd.output().expect("dig runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn serves_once_bound_reloads_and_stops_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let corefile = dir.path().join("Corefile");
+    std::fs::write(
+        &corefile,
+        ".:0 {\n    bind 127.0.0.1\n    hosts {\n        10.1.2.3 web.example.\n    }\n}\n",
+    )
+    .unwrap();
+    let rt = runtime(2);
+    let (mut controller, ctl) = control();
+    let server = rt.spawn(serve(options(&corefile), ctl));
+    let serving: Serving = rt
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), controller.serving()).await
+        })
+        .expect("serving within 10 s")
+        .expect("serving, not stopped");
+    assert_eq!(serving.dns.len(), 1, "{serving:?}");
+    let addr = serving.dns[0];
+    assert_eq!(addr.ip(), std::net::IpAddr::from([127, 0, 0, 1]));
+    assert_ne!(addr.port(), 0, "the bound port, not the configured 0");
+    // Bound means answering: the first query, UDP and TCP, no retry.
+    assert_eq!(dig(addr, "web.example.", "A", false), "10.1.2.3");
+    assert_eq!(dig(addr, "web.example.", "A", true), "10.1.2.3");
+
+    // Reload on request: the listener stays, its zone table changes.
+    std::fs::write(
+        &corefile,
+        ".:0 {\n    bind 127.0.0.1\n    hosts {\n        10.9.9.9 web.example.\n    }\n}\n",
+    )
+    .unwrap();
+    controller.reload();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if dig(addr, "web.example.", "A", false) == "10.9.9.9" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "reload not applied");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Stop on request: `serve` returns Ok, and the port is closed.
+    controller.shutdown();
+    let done = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), server).await })
+        .expect("stopped within 10 s")
+        .expect("the serve task did not panic");
+    assert!(done.is_ok(), "{done:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting TCP after stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = dig(addr, "web.example.", "A", false);
+    assert!(after.contains("no servers could be reached"), "{after}");
+}
+
+#[test]
+fn an_invalid_corefile_never_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let corefile = dir.path().join("Corefile");
+    std::fs::write(&corefile, ".:0 {\n    nosuchplugin\n}\n").unwrap();
+    let rt = runtime(1);
+    let (mut controller, ctl) = control();
+    let done = rt.block_on(serve(options(&corefile), ctl));
+    let err = done.expect_err("an unknown plugin is an error");
+    assert!(err.to_string().contains("nosuchplugin"), "{err}");
+    assert!(rt.block_on(controller.serving()).is_none());
+}
