@@ -204,3 +204,42 @@ fn unreachable_api_server_is_servfail_and_not_ready() {
         "{stdout}"
     );
 }
+
+/// An ExternalName whose target leaves the zone is deferred by the
+/// synchronous pass and resolved by the plugins after *kubernetes* (here
+/// *forward* to a second clusterdns holding the target in *hosts*): the
+/// reply is the CNAME, then the upstream's answer, over UDP and TCP.
+#[test]
+fn an_external_name_leaving_the_zone_is_resolved_through_forward() {
+    let upstream = Server::start(
+        ".:{PORT} {
+    bind 127.0.0.1
+    hosts {
+        10.1.2.3 ext.example.com
+    }
+}",
+    );
+    let corefile = format!(
+        ".:{{PORT}} {{
+    bind 127.0.0.1
+    kubernetes cluster.local {{
+        snapshot objects.yaml
+        ttl 30
+    }}
+    forward . 127.0.0.1:{}
+}}",
+        upstream.port
+    );
+    let s = Server::start_with(&corefile, &[("objects.yaml", OBJECTS)]);
+    for proto in ["+notcp", "+tcp"] {
+        let out = s.dig(&[proto, "+noall", "+answer", "Ext.kplug.svc.cluster.local"]);
+        assert_eq!(
+            lines(&out),
+            [
+                "Ext.kplug.svc.cluster.local. 30 IN CNAME ext.example.com.",
+                "ext.example.com. 3600 IN A 10.1.2.3",
+            ],
+            "{proto}"
+        );
+    }
+}
