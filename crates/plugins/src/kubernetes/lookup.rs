@@ -1,7 +1,7 @@
-//! The query-name grammar and the record lookup on a snapshot: CoreDNS's
-//! `parse.go parseRequest` and `kubernetes.go Records/findServices/findPods`,
-//! without allocating. Everything here borrows from the (lowercased) query
-//! name and from the snapshot.
+//! The record lookup on a snapshot for a parsed cluster name ([`names`](super::names)):
+//! CoreDNS's `kubernetes.go Records/findServices/findPods`, without
+//! allocating. Everything here borrows from the (lowercased) query name
+//! and from the snapshot.
 
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
@@ -9,75 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use clusterdns_k8s::{Endpoint, Port, Service, ServiceEndpoints, ServiceKind, Snapshot};
 use clusterdns_wire::Name;
 
-/// `svc` or `pod`, the last label before the zone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PodOrSvc {
-    /// `<...>.svc.<zone>`.
-    Svc,
-    /// `<...>.pod.<zone>`.
-    Pod,
-}
-
-/// A parsed query name (CoreDNS `recordRequest`). Empty slices are unset.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Parsed<'q> {
-    /// `None`: the apex, `svc.<zone>` or `pod.<zone>` (NODATA).
-    pub kind: Option<PodOrSvc>,
-    pub namespace: &'q [u8],
-    pub service: &'q [u8],
-    pub endpoint: &'q [u8],
-    pub port: &'q [u8],
-    pub protocol: &'q [u8],
-}
-
-/// The grammar said no: NXDOMAIN-class (`errInvalidRequest`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Invalid;
-
-fn strip_underscore(s: &[u8]) -> &[u8] {
-    s.strip_prefix(b"_").unwrap_or(s)
-}
-
-/// Parses `base`, the labels of the lowercased query name left of the zone
-/// (at most 127 of them on the wire).
-pub(crate) fn parse<'q>(base: &[&'q [u8]]) -> Result<Parsed<'q>, Invalid> {
-    let mut r = Parsed::default();
-    match base {
-        [] | [b"svc"] | [b"pod"] => return Ok(r),
-        _ => {}
-    }
-    let mut last = base.len();
-    let next = |last: &mut usize| -> Option<&'q [u8]> {
-        *last = last.checked_sub(1)?;
-        base.get(*last).copied()
-    };
-    let Some(kind) = next(&mut last) else {
-        return Ok(r);
-    };
-    r.kind = Some(match kind {
-        b"svc" => PodOrSvc::Svc,
-        b"pod" => PodOrSvc::Pod,
-        _ => return Err(Invalid),
-    });
-    let Some(ns) = next(&mut last) else {
-        return Ok(r);
-    };
-    r.namespace = ns;
-    let Some(svc) = next(&mut last) else {
-        return Ok(r);
-    };
-    r.service = svc;
-    match last {
-        0 => {}
-        1 => r.endpoint = base[0],
-        2 => {
-            r.protocol = strip_underscore(base[1]);
-            r.port = strip_underscore(base[0]);
-        }
-        _ => return Err(Invalid),
-    }
-    Ok(r)
-}
+use super::names::{Invalid, Parsed, PodOrSvc};
 
 /// CoreDNS `match`: an unset query component matches anything.
 fn matches(query: &[u8], value: &[u8]) -> bool {
@@ -670,30 +602,6 @@ fn svc_target(svc: &Service) -> Target<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(s: &str) -> Vec<&[u8]> {
-        if s.is_empty() {
-            return Vec::new();
-        }
-        s.split('.').map(str::as_bytes).collect()
-    }
-
-    #[test]
-    fn grammar() {
-        assert!(parse(&labels("")).unwrap().kind.is_none());
-        assert!(parse(&labels("svc")).unwrap().kind.is_none());
-        assert!(parse(&labels("pod")).unwrap().kind.is_none());
-        assert_eq!(parse(&labels("foo")).unwrap_err(), Invalid);
-        let r = parse(&labels("ns.svc")).unwrap();
-        assert_eq!((r.kind, r.namespace), (Some(PodOrSvc::Svc), &b"ns"[..]));
-        let r = parse(&labels("ep.s.ns.svc")).unwrap();
-        assert_eq!((r.endpoint, r.service), (&b"ep"[..], &b"s"[..]));
-        let r = parse(&labels("_http._tcp.s.ns.svc")).unwrap();
-        assert_eq!((r.port, r.protocol), (&b"http"[..], &b"tcp"[..]));
-        let r = parse(&labels("http.tcp.s.ns.svc")).unwrap();
-        assert_eq!((r.port, r.protocol), (&b"http"[..], &b"tcp"[..]));
-        assert_eq!(parse(&labels("a.b.c.s.ns.svc")).unwrap_err(), Invalid);
-    }
 
     #[test]
     fn endpoint_labels() {

@@ -890,7 +890,7 @@ spec: {{type: ClusterIP}}
 fn name_splitting_helpers() {
     use clusterdns_wire::Name;
 
-    use super::{is_reverse, split, split_at, zone_offset};
+    use super::names::{NS_DNS, is_reverse, split, split_at, zone_offset};
 
     let name = |s: &str| Name::from_ascii(s).unwrap();
     let zone = name("cluster.local.");
@@ -913,10 +913,7 @@ fn name_splitting_helpers() {
     assert!(s.base().is_none());
     assert!(s.parsed().is_err());
     assert_eq!(s.zone_wire(), zone.as_wire());
-    assert_eq!(
-        s.under_zone(super::NS_DNS),
-        Some(name("ns.dns.cluster.local."))
-    );
+    assert_eq!(s.under_zone(NS_DNS), Some(name("ns.dns.cluster.local.")));
     let short = name("svc1.kplug.svc.cluster.local.");
     let s = split_at(&short, &short, zone_offset(&short, &zone).unwrap());
     assert_eq!(s.base(), Some(&[&b"svc1"[..], b"kplug", b"svc"][..]));
@@ -955,7 +952,7 @@ fn long_names_and_repeated_addresses() {
 /// clear, answers as a set does.
 #[test]
 fn dedup_set_small_and_large() {
-    let mut d = super::Dedup::<u32>::default();
+    let mut d = super::write::Dedup::<u32>::default();
     for round in 0..2 {
         d.clear();
         let mut seen = std::collections::HashSet::new();
