@@ -7,7 +7,8 @@
 //!     ▼                                                    ▼
 //!  handle::serve_sync ── parse ── checks ── mux (longest zone) ── Chain::run_sync
 //!     │  Reply: scrub (OPT, truncate) → sendmmsg batch
-//!     │  Defer: copy packet → future the worker drives → Chain::run_async_from → scrub → sendto
+//!     │  Defer: park (packet copy, parsed query, zone, plugin) → future the worker drives
+//!     │         → Chain::run_async_from (the deferring plugin's query_async) → scrub → sendto
 //!     ▼
 //!  admin HTTP (health, ready, metrics routes registered by plugins)
 //! ```
