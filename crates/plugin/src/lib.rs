@@ -19,9 +19,11 @@
 //! * `Next`: not mine (or fall through); the next plugin is asked.
 //! * `Async`: this plugin needs I/O (an upstream). The server then resumes
 //!   the query on the asynchronous path at that plugin
-//!   ([`Chain::run_async_from`]), where [`Plugin::query_async`] is awaited;
-//!   the plugins before it passed the query on without side effects, and
-//!   their response hooks still run at the end.
+//!   ([`Chain::run_async_from`]), where its [`Plugin::query_async`] is
+//!   awaited at once (its `query` is not asked again; what `query` learned
+//!   can travel as a note, [`ResponseWriter::defer_with`]); the plugins
+//!   before it passed the query on without side effects, and their
+//!   response hooks still run at the end.
 //! * `Fail(e)`: an error; the server writes the reply for `e.rcode()`
 //!   ([`PluginError::rcode`] is the one error→rcode mapping) and the
 //!   `errors` plugin reports it.
