@@ -296,8 +296,13 @@ pub(crate) async fn serve_async(
 /// A deferred query that leaves the buffer it was received in: a copy of
 /// its bytes, what the synchronous pass learned (the parsed query, the
 /// zone, the plugin) and the writer of its asynchronous pass, which holds
-/// the deferring plugin's note.
-pub(crate) struct Parked {
+/// the deferring plugin's note. Boxed, so that the future carrying it
+/// stays small: a future is moved when it is queued and when it starts,
+/// and copying the parsed query (two names) with it cost more than
+/// parsing again.
+pub(crate) struct Parked(Box<ParkedQuery>);
+
+struct ParkedQuery {
     packet: Vec<u8>,
     query: Detached,
     resume: Resume,
@@ -313,27 +318,24 @@ impl Parked {
         resume: Resume,
         w: &mut ResponseWriter,
     ) -> Self {
-        let mut mine = ResponseWriter::default();
-        w.carry_note_to(&mut mine);
-        Self {
+        let mut parked = Box::new(ParkedQuery {
             packet: packet.to_vec(),
             query: q.detach(),
             resume,
-            w: mine,
-        }
+            w: ResponseWriter::default(),
+        });
+        w.carry_note_to(&mut parked.w);
+        Self(parked)
     }
 
     /// The asynchronous pass over `mux`, the table that deferred the
     /// query; the writer holding the reply, if there is one to send.
     pub(crate) async fn serve(self, mux: &Mux, meta: Meta) -> Option<ResponseWriter> {
-        let Parked {
-            packet,
-            query,
-            resume,
-            mut w,
-        } = self;
-        let q = query.attach(&packet)?;
-        (serve_async(mux, &q, meta, resume, &mut w).await == Handled::Reply).then_some(w)
+        let mut parked = self.0;
+        let p = &mut *parked;
+        let q = p.query.attach(&p.packet)?;
+        let handled = serve_async(mux, &q, meta, p.resume, &mut p.w).await;
+        (handled == Handled::Reply).then(|| std::mem::take(&mut p.w))
     }
 }
 

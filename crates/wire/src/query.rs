@@ -185,11 +185,11 @@ impl Detached {
     /// The query over `raw`, which must be a copy of the packet it was
     /// parsed from. `None` when `raw` is not as long as that packet; any
     /// other difference is not checked (the copy is the caller's).
-    pub fn attach(self, raw: &[u8]) -> Option<Query<'_>> {
+    pub fn attach<'a>(&self, raw: &'a [u8]) -> Option<Query<'a>> {
         if raw.len() != self.len {
             return None;
         }
-        let q = self.query;
+        let q = &self.query;
         Some(Query {
             raw,
             header: q.header,
@@ -198,7 +198,7 @@ impl Detached {
             qtype: q.qtype,
             qclass: q.qclass,
             question_end: q.question_end,
-            edns: q.edns,
+            edns: q.edns.clone(),
         })
     }
 }

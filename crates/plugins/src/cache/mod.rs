@@ -388,10 +388,11 @@ impl Inner {
     /// Stores a reply (CoreDNS `ResponseWriter.WriteMsg`). Unless this
     /// is a background refresh, the reply in `buf` gets the cached TTL
     /// on every record, loses its OPT (the server mirrors the client's)
-    /// and its AD bit unless the client set DO or AD.
-    fn store(&self, q: &Query<'_>, buf: &mut Vec<u8>, h: &Handles, refresh: bool) {
+    /// and its AD bit unless the client set DO or AD. Returns whether the
+    /// reply in `buf` is now known to have no OPT record.
+    fn store(&self, q: &Query<'_>, buf: &mut Vec<u8>, h: &Handles, refresh: bool) -> bool {
         let Ok(m) = Message::parse(buf) else {
-            return;
+            return false;
         };
         let hdr = m.header();
         let mut kind = typify(&m);
@@ -430,12 +431,14 @@ impl Inner {
             }
         }
         if refresh {
-            return;
+            return false;
         }
         let mut offs: Vec<usize> = Vec::new();
         let mut opt_at: Option<usize> = None;
+        let mut opts = 0;
         for r in m.records() {
             if r.rtype == Rtype::OPT {
+                opts += 1;
                 if r.rdata.end == m.len() {
                     opt_at = r.ttl_offset.checked_sub(5);
                 }
@@ -457,6 +460,7 @@ impl Inner {
         if !q.do_bit() && !q.header().ad() {
             buf[3] &= !0x20;
         }
+        opts == 0 || (opts == 1 && opt_at.is_some())
     }
 
     fn set(
@@ -525,9 +529,9 @@ impl Inner {
                 let mut w = ResponseWriter::new();
                 let outcome = tail.run_async(&r, &mut w).await;
                 if outcome.error.is_none() && !w.written_by_server() {
-                    inner
-                        .metrics
-                        .with(&server, |h| inner.store(&q, w.buffer_mut(), h, true));
+                    inner.metrics.with(&server, |h| {
+                        inner.store(&q, w.buffer_mut(), h, true);
+                    });
                 }
             }
             e.refreshing.store(false, Ordering::Release);
@@ -608,7 +612,9 @@ impl Plugin for Cache {
             if outcome.error.is_some() || w.written_by_server() {
                 return;
             }
-            inner.store(req.query, w.buffer_mut(), h, false);
+            if inner.store(req.query, w.buffer_mut(), h, false) {
+                w.opt_removed();
+            }
         });
     }
 }

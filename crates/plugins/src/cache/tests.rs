@@ -118,6 +118,62 @@ impl Rig {
     }
 }
 
+/// The server mirrors the client's OPT at a position the writer knows: a
+/// hit and a stored reply whose OPT was stripped both tell it there is
+/// none; a reply that keeps an OPT (not the last record) leaves it to look.
+#[test]
+fn stored_replies_and_hits_say_they_have_no_opt() {
+    use clusterdns_plugin::OptAt;
+    let r = rig(Config::default(), 100);
+    let pkt = testing::query("www.example.org.", Rtype::A);
+    let q = Query::parse(&pkt).expect("query");
+    let zone = Name::root();
+    let req = testing::request(&q, &zone);
+    r.ask(&pkt);
+    let mut w = ResponseWriter::new();
+    r.chain.run_sync(&req, &mut w).expect("sync");
+    assert_eq!(r.calls(), 1, "a hit");
+    assert_eq!(w.opt(), OptAt::Absent, "hit");
+    // A reply from elsewhere (an upstream), OPT last or not.
+    let other = testing::query("other.example.org.", Rtype::A);
+    let oq = Query::parse(&other).expect("query");
+    let oreq = testing::request(&oq, &zone);
+    let outcome = Outcome {
+        rcode: Rcode::NOERROR,
+        plugin: "upstream",
+        error: None,
+    };
+    for opt_last in [true, false] {
+        let mut msg = Vec::new();
+        let mut b = MessageBuilder::reply_to(&oq, &mut msg);
+        let a = RData::A([192, 0, 2, 9].into());
+        b.push(Section::Answer, oq.qname(), Class::IN, 60, &a)
+            .expect("a");
+        if !opt_last {
+            b.push_opt(1232, false, &[]).expect("opt");
+        }
+        b.push(Section::Additional, oq.qname(), Class::IN, 60, &a)
+            .expect("a");
+        if opt_last {
+            b.push_opt(1232, false, &[]).expect("opt");
+        }
+        b.finish();
+        let mut w = ResponseWriter::new();
+        w.set_message(&msg);
+        r.chain.plugins()[0].response(&oreq, &mut w, &outcome);
+        let want = if opt_last {
+            OptAt::Absent
+        } else {
+            OptAt::Unknown
+        };
+        assert_eq!(w.opt(), want, "OPT last: {opt_last}");
+        assert_eq!(
+            testing::reply(w.bytes()).header.arcount,
+            if opt_last { 1 } else { 2 }
+        );
+    }
+}
+
 #[test]
 fn hit_decrements_ttl_and_restores_id_and_case() {
     let r = rig(Config::default(), 100);

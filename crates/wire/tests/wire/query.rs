@@ -44,7 +44,7 @@ fn a_detached_query_attaches_to_a_copy_of_its_bytes() {
     let q = Query::parse(&p).unwrap();
     let d = q.detach();
     let copy = p.clone();
-    let again = d.clone().attach(&copy).unwrap();
+    let again = d.attach(&copy).unwrap();
     assert_eq!(again.raw().as_ptr(), copy.as_ptr());
     assert_eq!(again.qname(), q.qname());
     assert_eq!(again.qname_lower(), q.qname_lower());
