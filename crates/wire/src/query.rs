@@ -88,16 +88,12 @@ impl<'a> Query<'a> {
     pub fn detach(&self) -> Detached {
         Detached {
             len: self.raw.len(),
-            query: Query {
-                raw: &[],
-                header: self.header,
-                qname: self.qname,
-                qname_lower: self.qname_lower,
-                qtype: self.qtype,
-                qclass: self.qclass,
-                question_end: self.question_end,
-                edns: self.edns.clone(),
-            },
+            header: self.header,
+            qname: self.qname,
+            qtype: self.qtype,
+            qclass: self.qclass,
+            question_end: self.question_end,
+            edns: self.edns.clone(),
         }
     }
 
@@ -173,12 +169,20 @@ impl<'a> Query<'a> {
 }
 
 /// A [`Query`] parsed from a packet it no longer borrows ([`Query::detach`]).
+///
+/// It keeps the name as sent but not its lowercase form, which
+/// [`Detached::attach`] derives again: a detached query is moved with the
+/// future that carries it, and a second name would be copied at each move.
 #[derive(Debug, Clone)]
 pub struct Detached {
     /// The length of the packet it was parsed from.
     len: usize,
-    /// The parsed parts, over no bytes.
-    query: Query<'static>,
+    header: Header,
+    qname: Name,
+    qtype: Rtype,
+    qclass: Class,
+    question_end: usize,
+    edns: Option<Edns>,
 }
 
 impl Detached {
@@ -189,16 +193,20 @@ impl Detached {
         if raw.len() != self.len {
             return None;
         }
-        let q = &self.query;
-        Some(Query {
+        let mut q = Query {
             raw,
-            header: q.header,
-            qname: q.qname,
-            qname_lower: q.qname_lower,
-            qtype: q.qtype,
-            qclass: q.qclass,
-            question_end: q.question_end,
-            edns: q.edns.clone(),
-        })
+            header: self.header,
+            qname: self.qname,
+            qname_lower: Name::root(),
+            qtype: self.qtype,
+            qclass: self.qclass,
+            question_end: self.question_end,
+            edns: self.edns.clone(),
+        };
+        let Query {
+            qname, qname_lower, ..
+        } = &mut q;
+        qname_lower.set_lowercase_of(qname);
+        Some(q)
     }
 }

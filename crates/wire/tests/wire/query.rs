@@ -57,6 +57,17 @@ fn a_detached_query_attaches_to_a_copy_of_its_bytes() {
     assert_eq!(again.header(), q.header());
     // Bytes of another length are not its packet.
     assert!(d.attach(&p[..p.len() - 1]).is_none());
+    // The lowercase name is derived again.
+    let p = query_packet("WwW.Example.ORG", Rtype::AAAA, Some((1232, true)));
+    let q = Query::parse(&p).unwrap();
+    let again = q.detach().attach(&p).unwrap();
+    assert_eq!(again.qname(), &name("WwW.Example.ORG"));
+    assert_eq!(again.qname().as_wire(), q.qname().as_wire());
+    assert_eq!(
+        again.qname_lower().as_wire(),
+        name("www.example.org").as_wire()
+    );
+    assert!(again.do_bit());
 }
 
 /// Hand-made: header, question `a.`, OPT with a cookie option.
