@@ -33,7 +33,9 @@
 //! allocation, lock or task spawn.
 
 mod chain;
-pub mod duration;
+// Go durations moved down to the Corefile crate (the node-cache agent
+// parses its flags with them without the contract); callers are unchanged.
+pub use clusterdns_corefile::duration;
 mod error;
 pub mod parse;
 mod request;

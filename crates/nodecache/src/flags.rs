@@ -1,0 +1,575 @@
+//! node-cache's command line, parsed as Go's `flag` package parses it
+//! (one flag set holding node-cache's own flags and the CoreDNS flags
+//! `coremain` registers), then validated as upstream's
+//! `parseAndValidateFlags` does. Nothing here touches the node.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// The validated command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flags {
+    /// `-localip`: every listen address, in the order given.
+    pub local_ips: Vec<IpAddr>,
+    /// `-localip` as written (rendered space-separated into the Corefile).
+    pub local_ip_str: String,
+    /// `-setupinterface`.
+    pub setup_interface: bool,
+    /// `-interfacename`.
+    pub interface_name: String,
+    /// `-syncinterval`, already multiplied by a second as upstream does.
+    pub sync_interval: Duration,
+    /// `-metrics-listen-address`.
+    pub metrics_listen_address: String,
+    /// `-prometheus-listen-address` (node-local-dns's `__PROMETHEUS__ENDPOINT__`).
+    pub prometheus_listen_address: String,
+    /// `-setupiptables`.
+    pub setup_iptables: bool,
+    /// `-basecorefile`: the template.
+    pub base_corefile: String,
+    /// Where the rendered Corefile is written: always `-conf` (see the README).
+    pub corefile: String,
+    /// `-kubednscm`: the kube-dns ConfigMap directory, if any.
+    pub kubedns_cm: String,
+    /// `-upstreamsvc`.
+    pub upstream_svc: String,
+    /// `-health-port`, used only in the rules.
+    pub health_port: u16,
+    /// `-skipteardown`.
+    pub skip_teardown: bool,
+    /// `-reloadwithsignal`.
+    pub reload_with_signal: bool,
+    /// `-dns.port` / `-p`.
+    pub dns_port: u16,
+    /// `-pidfile`.
+    pub pidfile: Option<String>,
+    /// `-quiet`.
+    pub quiet: bool,
+    /// `-plugins`.
+    pub plugins: bool,
+    /// `-version`.
+    pub version: bool,
+}
+
+/// Why the command line was refused. The text is upstream's; the exit code
+/// says how upstream exits on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagsError {
+    /// Go's `flag` refused an argument: printed with the usage, exit 2.
+    #[error("{0}")]
+    Syntax(String),
+    /// `-h` or `-help`: the usage, exit 0.
+    #[error("help requested")]
+    Help,
+    /// `parseAndValidateFlags` refused a value: a `[FATAL]` line, exit 1.
+    #[error("Error parsing flags - {0}, Exiting")]
+    Invalid(String),
+}
+
+impl FlagsError {
+    /// The process exit code upstream uses for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            FlagsError::Syntax(_) => 2,
+            FlagsError::Help => 0,
+            FlagsError::Invalid(_) => 1,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Str,
+    Bool,
+    Duration,
+}
+
+/// Every flag: name, kind, default (as Go prints it), help text.
+const FLAGS: &[(&str, Kind, &str, &str)] = &[
+    (
+        "basecorefile",
+        Kind::Str,
+        "/etc/coredns/Corefile.base",
+        "Path to the template Corefile for node-cache",
+    ),
+    (
+        "conf",
+        Kind::Str,
+        "",
+        "Corefile to load (default \"Corefile\")",
+    ),
+    (
+        "corefile",
+        Kind::Str,
+        "/etc/Corefile",
+        "Path to the Corefile to be used by node-cache",
+    ),
+    ("dns.port", Kind::Str, "53", "Default port"),
+    (
+        "health-port",
+        Kind::Str,
+        "8080",
+        "port used by health plugin",
+    ),
+    (
+        "interfacename",
+        Kind::Str,
+        "nodelocaldns",
+        "name of the interface to be created",
+    ),
+    (
+        "kubednscm",
+        Kind::Str,
+        "",
+        "Path where the kube-dns configmap will be mounted",
+    ),
+    (
+        "localip",
+        Kind::Str,
+        "",
+        "comma-separated string of ip addresses to bind dnscache to",
+    ),
+    (
+        "metrics-listen-address",
+        Kind::Str,
+        "0.0.0.0:9353",
+        "address to serve metrics on",
+    ),
+    ("p", Kind::Str, "53", "Default port"),
+    ("pidfile", Kind::Str, "", "Path to write pid file"),
+    ("plugins", Kind::Bool, "false", "List installed plugins"),
+    (
+        "prometheus-listen-address",
+        Kind::Str,
+        ":9253",
+        "address to serve Prometheus metrics on",
+    ),
+    (
+        "quiet",
+        Kind::Bool,
+        "false",
+        "Quiet mode (no initialization output)",
+    ),
+    (
+        "reloadwithsignal",
+        Kind::Bool,
+        "false",
+        "use SIGUSR1 on self to reload CoreDNS",
+    ),
+    (
+        "setupinterface",
+        Kind::Bool,
+        "true",
+        "indicates whether network interface should be setup",
+    ),
+    (
+        "setupiptables",
+        Kind::Bool,
+        "true",
+        "indicates whether iptables rules should be setup",
+    ),
+    (
+        "skipteardown",
+        Kind::Bool,
+        "false",
+        "indicates whether iptables rules should be torn down on exit",
+    ),
+    (
+        "syncinterval",
+        Kind::Duration,
+        "60ns",
+        "interval(in seconds) to check for iptables rules",
+    ),
+    (
+        "upstreamsvc",
+        Kind::Str,
+        "kube-dns",
+        "Service name whose cluster IP is upstream for node-cache",
+    ),
+    ("version", Kind::Bool, "false", "Show version"),
+];
+
+/// The usage text, as Go's `flag.PrintDefaults` lays it out after
+/// upstream's two header lines.
+pub fn usage(program: &str) -> String {
+    let mut out = format!(
+        "Usage of {program}:\nRuns clusterdns as a nodelocal cache listening on the specified ip:port\n\n"
+    );
+    for (name, kind, default, help) in FLAGS {
+        out.push_str("  -");
+        out.push_str(name);
+        match kind {
+            Kind::Str => out.push_str(" string"),
+            Kind::Duration => out.push_str(" duration"),
+            Kind::Bool => {}
+        }
+        out.push_str("\n    \t");
+        out.push_str(help);
+        let shown = match kind {
+            Kind::Bool => *default != "false",
+            _ => !default.is_empty(),
+        };
+        if shown {
+            match kind {
+                Kind::Str => out.push_str(&format!(" (default \"{default}\")")),
+                _ => out.push_str(&format!(" (default {default})")),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Raw values by flag name, after Go's parse and before validation.
+struct Values(Vec<(&'static str, String)>);
+
+impl Values {
+    fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+            .or_else(|| FLAGS.iter().find(|f| f.0 == name).map(|f| f.2))
+            .unwrap_or("")
+    }
+    fn set(&self, name: &str) -> bool {
+        self.0.iter().any(|(n, _)| *n == name)
+    }
+    fn bool(&self, name: &str) -> bool {
+        parse_bool(self.get(name)).unwrap_or(false)
+    }
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Go's `flag.FlagSet.Parse`: returns the values and the arguments left
+/// after the flags.
+fn go_parse(args: &[String]) -> Result<(Values, Vec<String>), FlagsError> {
+    let mut vals = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let s = &args[i];
+        if s.len() < 2 || !s.starts_with('-') {
+            break;
+        }
+        let minuses = if s.as_bytes()[1] == b'-' {
+            if s.len() == 2 {
+                i += 1;
+                break;
+            }
+            2
+        } else {
+            1
+        };
+        let body = &s[minuses..];
+        if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
+            return Err(FlagsError::Syntax(format!("bad flag syntax: {s}")));
+        }
+        i += 1;
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (body, None),
+        };
+        let Some(&(fname, kind, _, _)) = FLAGS.iter().find(|f| f.0 == name) else {
+            if name == "help" || name == "h" {
+                return Err(FlagsError::Help);
+            }
+            return Err(FlagsError::Syntax(format!(
+                "flag provided but not defined: -{name}"
+            )));
+        };
+        let value = match (kind, inline) {
+            (Kind::Bool, Some(v)) => {
+                if parse_bool(v).is_none() {
+                    return Err(FlagsError::Syntax(format!(
+                        "invalid boolean value {v:?} for -{name}: parse error"
+                    )));
+                }
+                v.to_string()
+            }
+            (Kind::Bool, None) => "true".to_string(),
+            (_, Some(v)) => v.to_string(),
+            (_, None) => match args.get(i) {
+                Some(v) => {
+                    i += 1;
+                    v.clone()
+                }
+                None => {
+                    return Err(FlagsError::Syntax(format!(
+                        "flag needs an argument: -{name}"
+                    )));
+                }
+            },
+        };
+        if let Kind::Duration = kind
+            && go_duration(&value).is_none()
+        {
+            return Err(FlagsError::Syntax(format!(
+                "invalid value {value:?} for flag -{name}: parse error"
+            )));
+        }
+        // `-p` and `-dns.port` share one variable in CoreDNS.
+        let fname = if fname == "p" { "dns.port" } else { fname };
+        vals.push((fname, value));
+    }
+    Ok((Values(vals), args[i..].to_vec()))
+}
+
+/// Go's `time.ParseDuration` (the Corefile crate's, which refuses
+/// negative values: upstream would panic on them in `time.NewTicker`).
+fn go_duration(s: &str) -> Option<Duration> {
+    clusterdns_corefile::duration::parse_go(s).ok()
+}
+
+/// The longest sync interval we honour: upstream multiplies the value by a
+/// second, so `60s` means 60e9 s; tokio's timer cannot hold that, and it
+/// means "never" either way.
+const MAX_SYNC: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Parses and validates the arguments (without the program name).
+pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
+    let (v, rest) = go_parse(args)?;
+    if !rest.is_empty() {
+        // CoreDNS refuses these in coremain.Run; we refuse them before
+        // anything on the node changes.
+        return Err(FlagsError::Invalid(format!(
+            "extra command line arguments: [{}]",
+            rest.join(" ")
+        )));
+    }
+    let local_ip_str = v.get("localip").to_string();
+    let mut local_ips = Vec::new();
+    for s in local_ip_str.split(',') {
+        let ip: IpAddr = s
+            .parse()
+            .map_err(|_| FlagsError::Invalid(format!("invalid localip specified - {s:?}")))?;
+        local_ips.push(ip.to_canonical());
+    }
+    let v6 = local_ips[0].is_ipv6();
+    if let Some(ip) = local_ips.iter().find(|ip| ip.is_ipv6() != v6) {
+        return Err(FlagsError::Invalid(format!(
+            "unexpected IP Family for localIP - \"{ip}\", want IPv6={v6}"
+        )));
+    }
+    let port = |name: &str, what: &str| -> Result<u16, FlagsError> {
+        let s = v.get(name);
+        s.parse::<u16>()
+            .map_err(|_| FlagsError::Invalid(format!("invalid {what}specified - {s:?}")))
+    };
+    let dns_port = port("dns.port", "port ")?;
+    let health_port = port("health-port", "healthcheck port ")?;
+    let ns = go_duration(v.get("syncinterval")).map_or(60, |d| d.as_nanos());
+    if ns == 0 {
+        // Upstream panics in time.NewTicker on a non-positive interval.
+        return Err(FlagsError::Invalid(format!(
+            "invalid syncinterval specified - {:?}: it must be positive",
+            v.get("syncinterval")
+        )));
+    }
+    // Upstream multiplies the nanoseconds by a second.
+    let sync_interval = u64::try_from(ns)
+        .ok()
+        .map(Duration::from_secs)
+        .filter(|d| *d <= MAX_SYNC)
+        .unwrap_or(MAX_SYNC);
+    // `-conf` always wins over `-corefile` upstream, because the flag
+    // exists whether or not it was given; without it upstream writes to ""
+    // and fails. We refuse that instead of running without a Corefile.
+    if !v.set("conf") || v.get("conf").is_empty() {
+        return Err(FlagsError::Invalid(
+            "no -conf given: node-cache writes the rendered Corefile to -conf's path (-corefile is always overridden by -conf)".into(),
+        ));
+    }
+    let pidfile = Some(v.get("pidfile").to_string()).filter(|p| !p.is_empty());
+    Ok(Flags {
+        local_ips,
+        local_ip_str,
+        setup_interface: v.bool("setupinterface"),
+        interface_name: v.get("interfacename").to_string(),
+        sync_interval,
+        metrics_listen_address: v.get("metrics-listen-address").to_string(),
+        prometheus_listen_address: v.get("prometheus-listen-address").to_string(),
+        setup_iptables: v.bool("setupiptables"),
+        base_corefile: v.get("basecorefile").to_string(),
+        corefile: v.get("conf").to_string(),
+        kubedns_cm: v.get("kubednscm").to_string(),
+        upstream_svc: v.get("upstreamsvc").to_string(),
+        health_port,
+        skip_teardown: v.bool("skipteardown"),
+        reload_with_signal: v.bool("reloadwithsignal"),
+        dns_port,
+        pidfile,
+        quiet: v.bool("quiet"),
+        plugins: v.bool("plugins"),
+        version: v.bool("version"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Flags, FlagsError> {
+        parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    fn ok(args: &[&str]) -> Flags {
+        match p(args) {
+            Ok(f) => f,
+            Err(e) => panic!("{args:?}: {e}"),
+        }
+    }
+
+    const BASE: [&str; 4] = [
+        "-localip",
+        "169.254.20.10,10.96.0.10",
+        "-conf",
+        "/etc/Corefile",
+    ];
+
+    #[test]
+    fn the_daemonset_args_and_the_defaults() {
+        let f = ok(&[
+            "-localip",
+            "169.254.20.10,10.96.0.10",
+            "-conf",
+            "/etc/Corefile",
+            "-upstreamsvc",
+            "kube-dns-upstream",
+            "-pidfile",
+            "/tmp/node-cache.pid",
+        ]);
+        assert_eq!(f.local_ip_str, "169.254.20.10,10.96.0.10");
+        assert_eq!(f.local_ips.len(), 2);
+        assert_eq!(f.upstream_svc, "kube-dns-upstream");
+        assert_eq!(f.pidfile.as_deref(), Some("/tmp/node-cache.pid"));
+        assert!(f.setup_interface && f.setup_iptables && !f.skip_teardown);
+        assert_eq!(f.interface_name, "nodelocaldns");
+        assert_eq!(f.sync_interval, Duration::from_secs(60));
+        assert_eq!(f.metrics_listen_address, "0.0.0.0:9353");
+        assert_eq!(f.prometheus_listen_address, ":9253");
+        assert_eq!(f.base_corefile, "/etc/coredns/Corefile.base");
+        assert_eq!(f.corefile, "/etc/Corefile");
+        assert_eq!((f.dns_port, f.health_port), (53, 8080));
+    }
+
+    #[test]
+    fn go_flag_forms() {
+        let mut a = BASE.to_vec();
+        a.extend([
+            "--setupiptables=false",
+            "-skipteardown",
+            "--dns.port",
+            "1053",
+            "-health-port=9090",
+            "-setupinterface=0",
+        ]);
+        let f = ok(&a);
+        assert!(!f.setup_iptables && f.skip_teardown && !f.setup_interface);
+        assert_eq!((f.dns_port, f.health_port), (1053, 9090));
+        let mut a = BASE.to_vec();
+        a.extend(["-p", "5353"]);
+        assert_eq!(ok(&a).dns_port, 5353);
+        // A bool never takes the next argument: `false` ends the flags.
+        let mut a = BASE.to_vec();
+        a.extend(["-setupiptables", "false"]);
+        assert_eq!(
+            p(&a).unwrap_err(),
+            FlagsError::Invalid("extra command line arguments: [false]".into())
+        );
+    }
+
+    #[test]
+    fn conf_overrides_corefile() {
+        let f = ok(&["-localip", "10.0.0.1", "-corefile", "/a", "-conf", "/b"]);
+        assert_eq!(f.corefile, "/b");
+        let e = p(&["-localip", "10.0.0.1", "-corefile", "/a"]).unwrap_err();
+        assert!(e.to_string().contains("no -conf given"), "{e}");
+    }
+
+    #[test]
+    fn syncinterval_counts_seconds() {
+        let with = |s: &str| {
+            let mut a = BASE.to_vec();
+            a.extend(["-syncinterval", s]);
+            p(&a)
+        };
+        let secs = |s: &str| with(s).map(|f| f.sync_interval.as_secs());
+        assert_eq!(secs("30ns"), Ok(30));
+        assert_eq!(secs("1us"), Ok(1000));
+        assert_eq!(secs("1.5us"), Ok(1500));
+        // A unit mistake means "practically never", as upstream.
+        assert_eq!(secs("60s"), Ok(MAX_SYNC.as_secs()));
+        assert_eq!(
+            with("30").unwrap_err(),
+            FlagsError::Syntax("invalid value \"30\" for flag -syncinterval: parse error".into())
+        );
+        assert!(matches!(with("0"), Err(FlagsError::Invalid(_))));
+        assert!(matches!(with("-5ns"), Err(FlagsError::Syntax(_))));
+    }
+
+    #[test]
+    fn errors_are_upstreams() {
+        let e = |a: &[&str]| p(a).unwrap_err();
+        assert_eq!(
+            e(&["-bogus"]),
+            FlagsError::Syntax("flag provided but not defined: -bogus".into())
+        );
+        assert_eq!(
+            e(&["-localip"]),
+            FlagsError::Syntax("flag needs an argument: -localip".into())
+        );
+        assert_eq!(
+            e(&["-skipteardown=yes"]),
+            FlagsError::Syntax(
+                "invalid boolean value \"yes\" for -skipteardown: parse error".into()
+            )
+        );
+        assert_eq!(
+            e(&["---localip"]),
+            FlagsError::Syntax("bad flag syntax: ---localip".into())
+        );
+        assert_eq!(e(&["-h"]), FlagsError::Help);
+        assert_eq!(e(&["--help"]).exit_code(), 0);
+        assert_eq!(
+            e(&["-conf", "/c"]).to_string(),
+            "Error parsing flags - invalid localip specified - \"\", Exiting"
+        );
+        assert_eq!(
+            e(&["-localip", "10.0.0.1,", "-conf", "/c"]),
+            FlagsError::Invalid("invalid localip specified - \"\"".into())
+        );
+        assert_eq!(
+            e(&["-localip", "10.0.0.1,fd00::10", "-conf", "/c"]),
+            FlagsError::Invalid(
+                "unexpected IP Family for localIP - \"fd00::10\", want IPv6=false".into()
+            )
+        );
+        assert_eq!(
+            e(&["-localip", "10.0.0.1", "-conf", "/c", "-dns.port", "x"]),
+            FlagsError::Invalid("invalid port specified - \"x\"".into())
+        );
+        assert_eq!(
+            e(&["-localip", "10.0.0.1", "-conf", "/c", "-health-port", "80a"]),
+            FlagsError::Invalid("invalid healthcheck port specified - \"80a\"".into())
+        );
+        assert_eq!(e(&["-bogus"]).exit_code(), 2);
+        assert_eq!(e(&["-conf", "/c"]).exit_code(), 1);
+    }
+
+    #[test]
+    fn usage_lists_every_flag() {
+        let u = usage("node-cache");
+        for (name, ..) in FLAGS {
+            assert!(u.contains(&format!("  -{name}")), "{name}");
+        }
+        assert!(u.contains("  -syncinterval duration\n    \tinterval(in seconds) to check for iptables rules (default 60ns)"));
+    }
+}
