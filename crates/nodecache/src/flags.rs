@@ -25,6 +25,8 @@ pub struct Flags {
     pub prometheus_listen_address: String,
     /// `-setupiptables`.
     pub setup_iptables: bool,
+    /// `-interception` (beyond upstream).
+    pub interception: Interception,
     /// `-basecorefile`: the template.
     pub base_corefile: String,
     /// Where the rendered Corefile is written: always `-conf` (see the README).
@@ -49,6 +51,18 @@ pub struct Flags {
     pub plugins: bool,
     /// `-version`.
     pub version: bool,
+}
+
+/// How queries are intercepted (`-interception`, beyond upstream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interception {
+    /// Crash-safe where the kernel supports it and nothing else listens on
+    /// the wildcard address, else upstream's iptables rules.
+    Auto,
+    /// Upstream's iptables rules.
+    Iptables,
+    /// The crash-safe nftables table, or refuse to start.
+    CrashSafe,
 }
 
 /// Why the command line was refused. The text is upstream's; the exit code
@@ -110,6 +124,12 @@ const FLAGS: &[(&str, Kind, &str, &str)] = &[
         Kind::Str,
         "8080",
         "port used by health plugin",
+    ),
+    (
+        "interception",
+        Kind::Str,
+        "auto",
+        "how queries are intercepted (beyond upstream): auto (crashsafe where the kernel supports it), iptables (upstream's rules) or crashsafe",
     ),
     (
         "interfacename",
@@ -387,6 +407,16 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
             "no -conf given: node-cache writes the rendered Corefile to -conf's path (-corefile is always overridden by -conf)".into(),
         ));
     }
+    let interception = match v.get("interception") {
+        "auto" => Interception::Auto,
+        "iptables" => Interception::Iptables,
+        "crashsafe" => Interception::CrashSafe,
+        other => {
+            return Err(FlagsError::Invalid(format!(
+                "invalid interception specified - {other:?} (auto, iptables or crashsafe)"
+            )));
+        }
+    };
     let pidfile = Some(v.get("pidfile").to_string()).filter(|p| !p.is_empty());
     Ok(Flags {
         local_ips,
@@ -397,6 +427,7 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
         metrics_listen_address: v.get("metrics-listen-address").to_string(),
         prometheus_listen_address: v.get("prometheus-listen-address").to_string(),
         setup_iptables: v.bool("setupiptables"),
+        interception,
         base_corefile: v.get("basecorefile").to_string(),
         corefile: v.get("conf").to_string(),
         kubedns_cm: v.get("kubednscm").to_string(),
@@ -458,6 +489,7 @@ mod tests {
         assert_eq!(f.base_corefile, "/etc/coredns/Corefile.base");
         assert_eq!(f.corefile, "/etc/Corefile");
         assert_eq!((f.dns_port, f.health_port), (53, 8080));
+        assert_eq!(f.interception, Interception::Auto);
     }
 
     #[test]

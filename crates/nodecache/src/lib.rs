@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod crashsafe;
 pub mod flags;
 pub mod iptables;
 pub mod metrics;
@@ -11,7 +12,8 @@ use std::path::Path;
 use clusterdns_observe::metrics::Registry;
 use clusterdns_observe::{error, info, warning};
 
-pub use flags::{Flags, FlagsError};
+pub use crashsafe::CrashSafe;
+pub use flags::{Flags, FlagsError, Interception};
 pub use iptables::{Backend, Ensured, Iptables, Rule, RuleSet};
 pub use metrics::SetupMetrics;
 pub use netif::{LinkKind, Netif, NetifError};
@@ -22,15 +24,41 @@ pub use template::{KubeDnsConfig, Rendered, TemplateError};
 #[derive(Debug)]
 pub struct Agent {
     netif: Option<Netif>,
-    rules: Option<RuleSet>,
+    mode: Mode,
     skip_teardown: bool,
     metrics: SetupMetrics,
+}
+
+/// The interception in force.
+#[derive(Debug)]
+enum Mode {
+    /// `-setupiptables=false`: someone else intercepts.
+    None,
+    /// Upstream's iptables rules.
+    Iptables(RuleSet),
+    /// Our nftables table; `stale` are upstream's iptables rules, removed
+    /// when found (a crashed upstream instance's would defeat the table).
+    CrashSafe {
+        table: CrashSafe,
+        stale: Option<RuleSet>,
+    },
+}
+
+/// Why the agent refused to start (before changing anything).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// netlink could not be opened.
+    #[error(transparent)]
+    Netif(#[from] NetifError),
+    /// `-interception=crashsafe` cannot work here.
+    #[error("crash-safe interception refused: {0}")]
+    CrashSafe(String),
 }
 
 impl Agent {
     /// Prepares the agent (opens netlink, detects the iptables backend)
     /// without changing anything on the node.
-    pub async fn new(f: &Flags, reg: &Registry) -> Result<Self, NetifError> {
+    pub async fn new(f: &Flags, reg: &Registry) -> Result<Self, AgentError> {
         let metrics = SetupMetrics::new(reg);
         let netif = if f.setup_interface {
             Some(Netif::new(
@@ -41,25 +69,65 @@ impl Agent {
         } else {
             None
         };
-        let rules = if f.setup_iptables {
+        let upstream_rules = || async {
             let ipt = Iptables::detect(f.local_ips[0].is_ipv6(), None).await;
-            info!(
-                "",
-                "iptables mode: {} ({:?} backend)",
-                ipt.binary(),
-                ipt.backend()
-            );
             let set = iptables::rules(&f.local_ips, f.dns_port, f.health_port);
-            Some(RuleSet::new(ipt, set, metrics.clone()))
+            RuleSet::new(ipt, set, metrics.clone())
+        };
+        let mode = if !f.setup_iptables {
+            info!("", "interception: none (-setupiptables=false)");
+            Mode::None
         } else {
-            None
+            let table = CrashSafe::new(&f.local_ips, f.dns_port, f.health_port);
+            let why_not = match f.interception {
+                Interception::Iptables => Some("-interception=iptables".to_string()),
+                _ => match crashsafe::wildcard_listener(f.dns_port) {
+                    Some(l) => Some(format!(
+                        "a socket on the wildcard address would keep the socket match true after we exit ({l})"
+                    )),
+                    None => table
+                        .supported()
+                        .await
+                        .err()
+                        .map(|e| format!("the kernel or nft refuses the table: {e}")),
+                },
+            };
+            match (why_not, f.interception) {
+                (None, _) => {
+                    info!(
+                        "",
+                        "interception: crashsafe (nftables table {}: queries are intercepted only while our sockets exist)",
+                        crashsafe::TABLE
+                    );
+                    Mode::CrashSafe {
+                        table,
+                        stale: Some(upstream_rules().await),
+                    }
+                }
+                (Some(why), Interception::CrashSafe) => return Err(AgentError::CrashSafe(why)),
+                (Some(why), _) => {
+                    let set = upstream_rules().await;
+                    info!(
+                        "",
+                        "interception: iptables ({}, {:?} backend; not crashsafe: {why})",
+                        set.iptables().binary(),
+                        set.iptables().backend()
+                    );
+                    Mode::Iptables(set)
+                }
+            }
         };
         Ok(Agent {
             netif,
-            rules,
+            mode,
             skip_teardown: f.skip_teardown,
             metrics,
         })
+    }
+
+    /// Whether crash-safe interception is in force.
+    pub fn crash_safe(&self) -> bool {
+        matches!(self.mode, Mode::CrashSafe { .. })
     }
 
     /// The counters.
@@ -67,9 +135,12 @@ impl Agent {
         &self.metrics
     }
 
-    /// The rules, when `-setupiptables`.
+    /// Upstream's rules, in iptables mode.
     pub fn rule_set(&self) -> Option<&RuleSet> {
-        self.rules.as_ref()
+        match &self.mode {
+            Mode::Iptables(r) => Some(r),
+            _ => None,
+        }
     }
 
     /// Creates or completes the interface (`-setupinterface`). Errors are
@@ -85,11 +156,37 @@ impl Agent {
         }
     }
 
-    /// Ensures the rules (`-setupiptables`); never fatal.
+    /// Ensures the rules or the table (`-setupiptables`); never fatal.
     pub async fn setup_rules(&self) -> Ensured {
-        match &self.rules {
-            Some(r) => r.ensure().await,
-            None => Ensured::default(),
+        match &self.mode {
+            Mode::None => Ensured::default(),
+            Mode::Iptables(r) => r.ensure().await,
+            Mode::CrashSafe { table, stale } => {
+                let mut done = Ensured::default();
+                if let Some(stale) = stale {
+                    let n = stale.remove().await;
+                    if n > 0 {
+                        warning!(
+                            "",
+                            "removed {n} stale iptables NOTRACK rules (left by a node-cache that did not tear down)"
+                        );
+                    }
+                }
+                if !table.intact().await {
+                    match table.install().await {
+                        Ok(()) => {
+                            done.added += 1;
+                            info!("", "Added back nodelocaldns table - {}", crashsafe::TABLE);
+                        }
+                        Err(e) => {
+                            done.errors += 1;
+                            self.metrics.error("iptables");
+                            error!("", "Error installing the nftables table: {e}");
+                        }
+                    }
+                }
+                done
+            }
         }
     }
 
@@ -107,8 +204,17 @@ impl Agent {
             info!("", "skipteardown: leaving the rules and the interface");
             return;
         }
-        if let Some(r) = &self.rules {
-            r.remove().await;
+        match &self.mode {
+            Mode::None => {}
+            Mode::Iptables(r) => {
+                r.remove().await;
+            }
+            Mode::CrashSafe { table, .. } => {
+                if let Err(e) = table.remove().await {
+                    self.metrics.error("iptables");
+                    error!("", "Error removing the nftables table: {e}");
+                }
+            }
         }
         if let Some(n) = &self.netif
             && let Err(e) = n.remove().await

@@ -278,8 +278,15 @@ fn agent_sync_and_teardown() {
     in_netns(|| {
         Box::pin(async {
             let reg = Registry::new();
-            let f = flags(&["-localip", "169.254.20.10,10.96.0.10", "-conf", "/tmp/x"]);
+            let f = flags(&[
+                "-localip",
+                "169.254.20.10,10.96.0.10",
+                "-conf",
+                "/tmp/x",
+                "-interception=iptables",
+            ]);
             let agent = Agent::new(&f, &reg).await.expect("agent");
+            assert!(!agent.crash_safe());
             let done = agent.sync().await;
             assert_eq!((done.added, done.errors), (24, 0));
             assert!(sh("ip -4 addr show dev nodelocaldns").contains("10.96.0.10/32"));
@@ -299,7 +306,94 @@ fn agent_sync_and_teardown() {
             agent.teardown().await;
             tokio::time::sleep(Duration::from_millis(10)).await;
             assert!(sh("ip link show").contains("nodelocaldns"));
-            assert!(sh("iptables-save").contains("NodeLocal DNS Cache"));
+            assert!(agent.crash_safe());
+            assert!(sh("nft list tables").contains("clusterdns_nodecache"));
+        })
+    });
+}
+
+#[test]
+fn crash_safe_table_installs_atomically_and_lists_as_built() {
+    use clusterdns_nodecache::crashsafe::{CrashSafe, wildcard_listener};
+    in_netns(|| {
+        Box::pin(async {
+            let cs = CrashSafe::new(&ips("169.254.20.10,10.96.0.10"), 53, 8080);
+            cs.supported().await.expect("supported");
+            assert_eq!(cs.listed().await, None);
+            cs.install().await.expect("install");
+            assert_eq!(cs.listed().await.as_deref(), Some(cs.table().as_str()));
+            assert!(cs.intact().await);
+            // Replacing is one transaction and leaves one table.
+            cs.install().await.expect("again");
+            assert_eq!(
+                sh("nft list tables")
+                    .matches("clusterdns_nodecache")
+                    .count(),
+                1
+            );
+            // A rule deleted by hand shows.
+            sh("nft flush chain ip clusterdns_nodecache prerouting");
+            assert!(!cs.intact().await);
+            cs.install().await.expect("again");
+            assert!(cs.intact().await);
+            cs.remove().await.expect("remove");
+            assert_eq!(cs.listed().await, None);
+            cs.remove().await.expect("absent is fine");
+            let v6 = CrashSafe::new(&ips("fd00::10"), 53, 8080);
+            v6.install().await.expect("install v6");
+            assert!(v6.intact().await);
+
+            assert_eq!(wildcard_listener(5399), None);
+            let _s = std::net::UdpSocket::bind("0.0.0.0:5399").expect("bind");
+            let _t = std::net::UdpSocket::bind("127.0.0.1:5398").expect("bind");
+            let found = wildcard_listener(5399).expect("found");
+            assert!(found.contains("00000000:1517"), "{found}");
+            assert_eq!(wildcard_listener(5398), None);
+        })
+    });
+}
+
+#[test]
+fn crash_safe_is_the_default_and_clears_upstreams_stale_rules() {
+    in_netns(|| {
+        Box::pin(async {
+            let reg = Registry::new();
+            // A crashed upstream node-cache left its rules.
+            let old = RuleSet::new(
+                Iptables::detect(false, None).await,
+                iptables::rules(&ips("10.96.0.10"), 53, 8080),
+                SetupMetrics::new(&Registry::new()),
+            );
+            assert_eq!(old.ensure().await.added, 12);
+            let f = flags(&["-localip", "169.254.20.10,10.96.0.10", "-conf", "/tmp/x"]);
+            let agent = Agent::new(&f, &reg).await.expect("agent");
+            assert!(agent.crash_safe());
+            assert_eq!(agent.sync().await.added, 1);
+            assert!(!sh("iptables-save").contains("NodeLocal DNS Cache"));
+            assert!(sh("nft list tables").contains("clusterdns_nodecache"));
+            // Intact: nothing to do.
+            assert_eq!(agent.sync().await.added, 0);
+            sh("nft delete table ip clusterdns_nodecache");
+            assert_eq!(agent.sync().await.added, 1);
+            agent.teardown().await;
+            assert!(!sh("nft list tables").contains("clusterdns_nodecache"));
+            assert!(!sh("ip link show").contains("nodelocaldns"));
+
+            // Something else on 0.0.0.0:53: auto falls back to iptables,
+            // crashsafe refuses before touching anything.
+            let _s = std::net::UdpSocket::bind("0.0.0.0:53").expect("bind");
+            let agent = Agent::new(&f, &reg).await.expect("agent");
+            assert!(!agent.crash_safe());
+            let f = flags(&[
+                "-localip",
+                "169.254.20.10",
+                "-conf",
+                "/tmp/x",
+                "-interception=crashsafe",
+            ]);
+            let e = Agent::new(&f, &reg).await.unwrap_err().to_string();
+            assert!(e.contains("wildcard"), "{e}");
+            assert!(!sh("ip link show").contains("nodelocaldns"));
         })
     });
 }
