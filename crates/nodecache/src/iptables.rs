@@ -215,6 +215,11 @@ impl Iptables {
         }
     }
 
+    /// Whether the binary is on `PATH` at all.
+    pub fn available(&self) -> bool {
+        exists(&self.bin)
+    }
+
     /// The backend in use.
     pub fn backend(&self) -> Backend {
         self.backend

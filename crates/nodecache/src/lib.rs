@@ -99,10 +99,9 @@ impl Agent {
                         "interception: crashsafe (nftables table {}: queries are intercepted only while our sockets exist)",
                         crashsafe::TABLE
                     );
-                    Mode::CrashSafe {
-                        table,
-                        stale: Some(upstream_rules().await),
-                    }
+                    // Upstream's rules can only be there if iptables is.
+                    let stale = Some(upstream_rules().await).filter(|r| r.iptables().available());
+                    Mode::CrashSafe { table, stale }
                 }
                 (Some(why), Interception::CrashSafe) => return Err(AgentError::CrashSafe(why)),
                 (Some(why), _) => {
