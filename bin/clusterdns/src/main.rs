@@ -1,8 +1,9 @@
 //! The `clusterdns` binary: one module per job, each wiring the libraries
-//! together (today `serve`, CoreDNS's job), plus what every job's process
+//! together (`serve`, CoreDNS's job; `node_cache`, node-local-dns's), plus what every job's process
 //! shares (`process`: runtime, signals, pidfile). Nothing else lives here.
 
 mod alloc;
+mod node_cache;
 mod process;
 mod serve;
 
@@ -78,11 +79,22 @@ fn version_lines() -> String {
 fn main() -> ExitCode {
     tune_memory();
     raise_nofile();
-    let program = std::env::args()
-        .next()
-        .unwrap_or_else(|| "clusterdns".into());
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    serve::main(&program, &args, version_lines())
+    let mut argv = std::env::args();
+    let argv0 = argv.next().unwrap_or_else(|| "clusterdns".into());
+    let args: Vec<String> = argv.collect();
+    // node-local-dns's DaemonSet runs the image's `node-cache`; ours runs
+    // as `clusterdns node-cache` or under that name.
+    let name = std::path::Path::new(&argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name == "node-cache" {
+        return node_cache::main(&argv0, &args, version_lines());
+    }
+    if args.first().is_some_and(|a| a == "node-cache") {
+        return node_cache::main(&format!("{argv0} node-cache"), &args[1..], version_lines());
+    }
+    serve::main(&argv0, &args, version_lines())
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ impl Agent {
                     if n > 0 {
                         warning!(
                             "",
-                            "removed {n} stale iptables NOTRACK rules (left by a node-cache that did not tear down)"
+                            "removed {n} stale node-cache iptables rules (left by an instance that did not tear down)"
                         );
                     }
                 }
@@ -284,4 +284,33 @@ fn write_0666(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::write(&tmp, bytes)?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o666))?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod readme {
+    const README: &str = include_str!("../README.md");
+
+    #[test]
+    fn the_daemonset_args_parse() {
+        let line = README
+            .lines()
+            .find(|l| l.starts_with("-localip 169.254.20.10,10.96.0.10 -conf"))
+            .expect("the args example");
+        let args: Vec<String> = line.split(' ').map(str::to_string).collect();
+        let f = crate::flags::parse(&args).expect("parses");
+        assert_eq!(f.upstream_svc, "kube-dns-upstream");
+    }
+
+    #[test]
+    fn the_crash_safe_table_is_what_we_install() {
+        let ips = [
+            "10.96.0.10".parse().expect("ip"),
+            "169.254.20.10".parse().expect("ip"),
+        ];
+        let table = crate::CrashSafe::new(&ips, 53, 8080).table();
+        assert!(
+            README.contains(&table),
+            "README's table differs from:\n{table}"
+        );
+    }
 }

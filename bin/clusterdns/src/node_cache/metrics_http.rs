@@ -1,0 +1,66 @@
+//! node-cache's own `/metrics` listener (`-metrics-listen-address`), apart
+//! from the server's `prometheus` plugin, as upstream runs it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clusterdns_observe::metrics::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Binds `addr` (Go form: `:9353` means every address) and serves
+/// `GET /metrics` from `registry` in a task; the bound address.
+pub async fn spawn(addr: &str, registry: Arc<Registry>) -> std::io::Result<SocketAddr> {
+    let addr = if addr.starts_with(':') {
+        format!("[::]{addr}")
+    } else {
+        addr.to_string()
+    };
+    let listener = TcpListener::bind(&addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let Ok((conn, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let registry = registry.clone();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(5), answer(conn, &registry)).await;
+            });
+        }
+    });
+    Ok(bound)
+}
+
+/// One request, one response, then the connection closes.
+async fn answer(mut conn: TcpStream, registry: &Registry) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 8192];
+    let mut len = 0;
+    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+        if len == buf.len() {
+            return Ok(());
+        }
+        let n = conn.read(&mut buf[len..]).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        len += n;
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let mut first = head.lines().next().unwrap_or("").split(' ');
+    let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, body) = if method == "GET" && path == "/metrics" {
+        ("200 OK", registry.render())
+    } else {
+        ("404 Not Found", "404 page not found\n".to_string())
+    };
+    let resp = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(resp.as_bytes()).await?;
+    conn.shutdown().await
+}

@@ -1,0 +1,244 @@
+//! The `node-cache` job: node-local-dns's agent around the server library.
+//! Start-up in upstream's order: the flags are checked and the Corefile
+//! rendered before anything on the node changes; then the interface; then
+//! the server; the interception only once the server serves, so a bad
+//! Corefile or a port conflict never leaves rules behind.
+
+mod metrics_http;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clusterdns_nodecache::template::{self, DEFAULT_KUBEDNS_CM, KubeDnsConfig, TemplateError};
+use clusterdns_nodecache::{Agent, Flags, FlagsError, flags};
+use clusterdns_observe::metrics::Registry;
+use clusterdns_observe::{error, info};
+use clusterdns_server::{ConfigSource, Options};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::process::Pidfile;
+
+/// How often both config directories are polled (upstream's
+/// `DefaultConfigSyncPeriod` and kube-dns's `ConfigPeriod`).
+const CONFIG_POLL: Duration = Duration::from_secs(10);
+
+/// Runs the job for `args` (without the program or job name); `program`
+/// is the name shown in the usage.
+pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
+    let f = match flags::parse(args) {
+        Ok(f) => f,
+        Err(e @ FlagsError::Syntax(_)) => {
+            eprintln!("{e}");
+            eprint!("{}", flags::usage(program));
+            return ExitCode::from(e.exit_code());
+        }
+        Err(FlagsError::Help) => {
+            eprint!("{}", flags::usage(program));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            println!("[FATAL] {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    if f.version {
+        println!("{version}");
+        return ExitCode::SUCCESS;
+    }
+    if f.plugins {
+        let mut names: Vec<&str> = clusterdns_plugins::registry()
+            .iter()
+            .map(|p| p.name)
+            .collect();
+        names.sort_unstable();
+        for n in names {
+            println!("  dns.{n}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    info!("", "Starting node-cache: {}", version.replace('\n', " "));
+    let rt = match crate::process::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            println!("[FATAL] runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(run(f, version))
+}
+
+/// The kube-dns ConfigMap directory: `-kubednscm`, else `/etc/kube-dns`
+/// when it exists.
+fn kubedns_dir(f: &Flags) -> Option<PathBuf> {
+    if !f.kubedns_cm.is_empty() {
+        return Some(PathBuf::from(&f.kubedns_cm));
+    }
+    let d = Path::new(DEFAULT_KUBEDNS_CM);
+    d.exists().then(|| d.to_path_buf())
+}
+
+fn read_kubedns(dir: Option<&Path>) -> Result<KubeDnsConfig, TemplateError> {
+    match dir {
+        Some(d) => KubeDnsConfig::read_dir(d),
+        None => Ok(KubeDnsConfig::default()),
+    }
+}
+
+async fn run(f: Flags, version: String) -> ExitCode {
+    let registry = Arc::new(Registry::new());
+    // Read once, as upstream: a changed Service IP needs a restart.
+    let cluster_dns: Result<IpAddr, TemplateError> =
+        template::cluster_dns_ip(&f.upstream_svc, |v| std::env::var(v).ok());
+    if let Err(e) = &cluster_dns {
+        clusterdns_observe::warning!("", "{e}");
+    }
+    let cm_dir = kubedns_dir(&f);
+    // The checks that need nothing changed: the agent (netlink, the
+    // iptables backend, the interception mode) and the first Corefile.
+    let agent = match Agent::new(&f, &registry).await {
+        Ok(a) => a,
+        Err(e) => {
+            println!("[FATAL] {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut cm = match read_kubedns(cm_dir.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            error!("", "Failed to sync kube-dns config directory: {e}");
+            agent.metrics().error("configmap");
+            KubeDnsConfig::default()
+        }
+    };
+    if let Err(e) = clusterdns_nodecache::update_corefile(&f, &cluster_dns, &cm, agent.metrics())
+        && !Path::new(&f.corefile).exists()
+    {
+        println!("[FATAL] no Corefile to serve: {e}");
+        return ExitCode::FAILURE;
+    }
+    // The interface first: the server binds its addresses.
+    agent.setup_interface().await;
+    let opts = Options {
+        source: ConfigSource::File(PathBuf::from(&f.corefile)),
+        dns_port: f.dns_port,
+        registry: clusterdns_plugins::registry(),
+        quiet: f.quiet,
+        udp_workers: None,
+        banner: version,
+    };
+    let (mut controller, control) = clusterdns_server::control();
+    let mut server = std::pin::pin!(clusterdns_server::serve(opts, control));
+    tokio::select! {
+        done = &mut server => {
+            // A bad Corefile or a port conflict: no rules were made; the
+            // interface goes too.
+            let why = match done {
+                Ok(()) => "the server stopped before serving".to_string(),
+                Err(e) => e.to_string(),
+            };
+            agent.teardown().await;
+            println!("[FATAL] {why}");
+            return ExitCode::FAILURE;
+        }
+        _ = controller.serving() => {}
+    }
+    let _pidfile = match f
+        .pidfile
+        .clone()
+        .map(PathBuf::from)
+        .map(Pidfile::write)
+        .transpose()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            error!("", "failed to write pidfile: {e}");
+            None
+        }
+    };
+    // Serving: now the interception (upstream waits for the pidfile or
+    // the first tick; we need neither).
+    agent.setup_rules().await;
+    match metrics_http::spawn(&f.metrics_listen_address, registry.clone()).await {
+        Ok(addr) => info!("", "metrics on http://{addr}/metrics"),
+        Err(e) => error!("", "metrics listener {}: {e}", f.metrics_listen_address),
+    }
+    let (mut term, mut int, mut quit, mut usr1) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+        signal(SignalKind::user_defined1()),
+    ) {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+        _ => {
+            agent.teardown().await;
+            println!("[FATAL] cannot install the signal handlers");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut sync = tokio::time::interval_at(
+        tokio::time::Instant::now() + f.sync_interval,
+        f.sync_interval,
+    );
+    sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + CONFIG_POLL, CONFIG_POLL);
+    let base_dir = Path::new(&f.base_corefile)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut seen = (
+        template::dir_snapshot(&base_dir),
+        cm_dir.as_deref().map(template::dir_snapshot),
+    );
+    // Once torn down, the periodic sync must not put the rules back while
+    // the server finishes.
+    let mut stopping = false;
+    let done = loop {
+        tokio::select! {
+            done = &mut server => break done,
+            _ = sync.tick(), if !stopping => { agent.sync().await; }
+            _ = poll.tick() => {
+                let now = (
+                    template::dir_snapshot(&base_dir),
+                    cm_dir.as_deref().map(template::dir_snapshot),
+                );
+                if now != seen {
+                    if now.1 != seen.1 {
+                        match read_kubedns(cm_dir.as_deref()) {
+                            Ok(c) => cm = c,
+                            Err(e) => {
+                                agent.metrics().error("configmap");
+                                error!("", "Invalid kube-dns config, ignoring update: {e}");
+                            }
+                        }
+                    }
+                    seen = now;
+                    if clusterdns_nodecache::update_corefile(&f, &cluster_dns, &cm, agent.metrics()).is_ok()
+                        && f.reload_with_signal
+                    {
+                        info!("", "Reloading the server");
+                        controller.reload();
+                    }
+                }
+            }
+            _ = usr1.recv() => controller.reload(),
+            // The interception goes first, so queries fall back to the
+            // cluster DNS while the server still answers the ones in
+            // flight; then the server stops.
+            _ = term.recv() => { stopping = true; agent.teardown().await; controller.shutdown(); }
+            _ = int.recv() => { stopping = true; agent.teardown().await; controller.shutdown(); }
+            _ = quit.recv() => { agent.teardown().await; return ExitCode::SUCCESS; }
+        }
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Upstream tears down whenever CoreDNS returns.
+            agent.teardown().await;
+            println!("[FATAL] {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! `clusterdns node-cache` on the real kernel, in the lab's three network
+//! namespaces (shared/reference/nodelocal-netns-lab.md): a pod, a node
+//! running the agent with kube-proxy-style DNAT of the kube-dns ClusterIP
+//! (10.96.0.10) and of kube-dns-upstream (10.96.0.11) to the cluster DNS,
+//! and the cluster DNS (a clusterdns `serve` on 10.244.1.2). Every packet
+//! stays in namespaces the test made; they are deleted when it ends.
+//! Skipped, saying so, where namespaces cannot be made (not root).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_clusterdns");
+
+/// The three namespaces, deleted (with everything in them) on drop.
+struct Lab {
+    pod: String,
+    node: String,
+    cdns: String,
+    dir: tempfile::TempDir,
+    children: Vec<Child>,
+}
+
+fn run(args: &[&str]) -> (bool, String) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("run");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+fn must(cmd: &str) {
+    let (ok, out) = run(&["sh", "-c", cmd]);
+    assert!(ok, "{cmd}: {out}");
+}
+
+const CDNS_COREFILE: &str = "cluster.local:53 {
+    bind 10.244.1.2
+    hosts {
+        10.96.0.1 kubernetes.default.svc.cluster.local
+    }
+}
+.:53 {
+    bind 10.244.1.2
+    hosts {
+        192.0.2.7 www.example.org
+    }
+}
+";
+
+/// The node-local template: the addon's shape (cluster domain over TCP to
+/// the upstream Service, the rest to __PILLAR__UPSTREAM__SERVERS__), plus
+/// a zone only the node-local cache answers, to tell who answered.
+const TEMPLATE: &str = "cluster.local:53 {
+    errors
+    cache {
+        success 9984 30
+        denial 9984 5
+    }
+    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__
+    forward . __PILLAR__CLUSTER__DNS__ {
+        force_tcp
+    }
+    health 169.254.20.10:8080
+}
+nodelocal.test:53 {
+    bind __PILLAR__LOCAL__DNS__
+    hosts {
+        198.51.100.1 who.nodelocal.test
+    }
+}
+.:53 {
+    errors
+    cache 30
+    bind __PILLAR__LOCAL__DNS__
+    forward . __PILLAR__UPSTREAM__SERVERS__ {
+            force_tcp
+    }
+}
+";
+
+impl Lab {
+    fn new(tag: &str) -> Option<Lab> {
+        let id = format!("{tag}{}", std::process::id());
+        let (pod, node, cdns) = (format!("p{id}"), format!("n{id}"), format!("c{id}"));
+        if !run(&["ip", "netns", "add", &pod]).0 {
+            eprintln!("skipped: cannot create network namespaces (needs root)");
+            return None;
+        }
+        let lab = Lab {
+            pod,
+            node,
+            cdns,
+            dir: tempfile::tempdir().unwrap(),
+            children: Vec::new(),
+        };
+        let (p, n, c) = (&lab.pod, &lab.node, &lab.cdns);
+        must(&format!("ip netns add {n} && ip netns add {c}"));
+        must(&format!(
+            "ip -n {n} link add vpod type veth peer name eth0 netns {p} && \
+             ip -n {n} link add vcdns type veth peer name eth0 netns {c} && \
+             ip -n {n} addr add 10.244.0.1/24 dev vpod && ip -n {n} addr add 10.244.1.1/24 dev vcdns && \
+             ip -n {n} link set vpod up && ip -n {n} link set vcdns up && ip -n {n} link set lo up && \
+             ip -n {p} addr add 10.244.0.2/24 dev eth0 && ip -n {p} link set eth0 up && ip -n {p} link set lo up && \
+             ip -n {p} route add default via 10.244.0.1 && \
+             ip -n {c} addr add 10.244.1.2/24 dev eth0 && ip -n {c} link set eth0 up && ip -n {c} link set lo up && \
+             ip -n {c} route add default via 10.244.1.1 && \
+             ip -n {n} route add default via 10.244.1.2 && \
+             ip netns exec {n} sysctl -qw net.ipv4.ip_forward=1"
+        ));
+        // kube-proxy, iptables mode: both Services DNAT to the cluster DNS.
+        for svc in ["10.96.0.10", "10.96.0.11"] {
+            for proto in ["udp", "tcp"] {
+                for chain in ["PREROUTING", "OUTPUT"] {
+                    must(&format!(
+                        "ip netns exec {n} iptables -t nat -A {chain} -d {svc}/32 -p {proto} --dport 53 -j DNAT --to-destination 10.244.1.2:53"
+                    ));
+                }
+            }
+        }
+        Some(lab)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Starts the cluster DNS in its namespace and waits until the pod
+    /// resolves through kube-proxy's DNAT.
+    fn start_cluster_dns(&mut self) {
+        let cf = self.path("cdns.Corefile");
+        std::fs::write(&cf, CDNS_COREFILE).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.cdns, BIN, "-quiet", "-conf"])
+            .arg(&cf)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.children.push(child);
+        self.wait_answer(
+            "10.96.0.10",
+            "kubernetes.default.svc.cluster.local",
+            false,
+            "10.96.0.1",
+        );
+    }
+
+    /// Starts the agent in the node namespace with `extra` flags.
+    fn start_agent(&self, template: &str, extra: &[&str]) -> Child {
+        let base = self.path("base");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("Corefile.base"), template).unwrap();
+        let cm = self.path("kube-dns");
+        std::fs::create_dir_all(&cm).unwrap();
+        std::fs::write(cm.join("upstreamNameservers"), r#"["10.244.1.2"]"#).unwrap();
+        let log = std::fs::File::create(self.path("agent.log")).unwrap();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.node, BIN, "node-cache"])
+            .args(["-localip", "169.254.20.10,10.96.0.10"])
+            .arg("-basecorefile")
+            .arg(base.join("Corefile.base"))
+            .arg("-conf")
+            .arg(self.path("Corefile"))
+            .arg("-kubednscm")
+            .arg(&cm)
+            .args(["-upstreamsvc", "kube-dns-upstream", "-syncinterval", "1ns"])
+            .args(["-metrics-listen-address", "127.0.0.1:9353"])
+            .arg("-pidfile")
+            .arg(self.path("node-cache.pid"))
+            .args(extra)
+            .env("KUBE_DNS_UPSTREAM_SERVICE_HOST", "10.96.0.11")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        cmd.spawn().unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path("agent.log")).unwrap_or_default()
+    }
+
+    /// `dig +short` from the pod.
+    fn dig(&self, server: &str, name: &str, tcp: bool) -> String {
+        let mut a = vec![
+            "ip", "netns", "exec", &self.pod, "dig", "+short", "+tries=1", "+time=1",
+        ];
+        let at = format!("@{server}");
+        a.push(&at);
+        a.push(name);
+        if tcp {
+            a.push("+tcp");
+        }
+        run(&a).1.trim().to_string()
+    }
+
+    fn wait_answer(&self, server: &str, name: &str, tcp: bool, want: &str) {
+        let start = Instant::now();
+        loop {
+            let got = self.dig(server, name, tcp);
+            if got == want {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{name} @{server}: {got:?}\nagent log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn node(&self, cmd: &str) -> String {
+        run(&["ip", "netns", "exec", &self.node, "sh", "-c", cmd]).1
+    }
+
+    fn nodelocal_rules(&self) -> Vec<String> {
+        self.node("iptables-save")
+            .lines()
+            .filter(|l| l.contains("NodeLocal DNS Cache"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [&self.pod, &self.node, &self.cdns] {
+            let _ = run(&["ip", "netns", "del", ns]);
+        }
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    // `ip netns exec` execs the binary, so the child's pid is the agent's.
+    must(&format!("kill -{sig} {}", child.id()));
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(start.elapsed() < within, "the agent did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const WHO: &str = "who.nodelocal.test";
+const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
+
+#[test]
+fn iptables_mode_intercepts_resyncs_and_tears_down() {
+    let Some(mut lab) = Lab::new("i") else { return };
+    lab.start_cluster_dns();
+    // Before the agent: the node-local zone is not answered.
+    assert_eq!(lab.dig("10.96.0.10", WHO, false), "");
+    let mut agent = lab.start_agent(TEMPLATE, &["-interception", "iptables"]);
+    for ip in ["10.96.0.10", "169.254.20.10"] {
+        for tcp in [false, true] {
+            lab.wait_answer(ip, WHO, tcp, "198.51.100.1");
+            // Cluster names through the agent (force_tcp to the upstream
+            // Service), external names through the kube-dns ConfigMap's
+            // upstreamNameservers.
+            assert_eq!(lab.dig(ip, KUBERNETES, tcp), "10.96.0.1");
+            assert_eq!(lab.dig(ip, "www.example.org", tcp), "192.0.2.7");
+        }
+    }
+    let log = lab.log();
+    assert!(log.contains("interception: iptables"), "{log}");
+    // The rendered Corefile took the upstreams from the ConfigMap (UDP).
+    let rendered = std::fs::read_to_string(lab.path("Corefile")).unwrap();
+    assert!(
+        rendered.contains("\n    forward . 10.244.1.2\n"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("forward . 10.96.0.11 {"), "{rendered}");
+    // Exactly upstream's 24 rules (12 per address).
+    let rules = lab.nodelocal_rules();
+    assert_eq!(rules.len(), 24, "{rules:#?}");
+    assert!(rules.contains(
+        &"-A PREROUTING -d 10.96.0.10/32 -p udp -m udp --dport 53 -m comment --comment \"NodeLocal DNS Cache: skip conntrack\" -j NOTRACK".to_string()
+    ));
+    // Health on the link-local address, the agent's metrics.
+    let health = lab.node("curl -s http://169.254.20.10:8080/health");
+    assert_eq!(health.trim(), "OK");
+    let metrics = lab.node("curl -s http://127.0.0.1:9353/metrics");
+    assert!(
+        metrics.contains("coredns_nodecache_setup_errors_total{errortype=\"iptables\"} 0"),
+        "{metrics}"
+    );
+    // A rule deleted by hand is back within one sync interval (1 s).
+    lab.node("iptables -t raw -D PREROUTING -p udp -d 10.96.0.10 --dport 53 -j NOTRACK -m comment --comment 'NodeLocal DNS Cache: skip conntrack'");
+    assert_eq!(lab.nodelocal_rules().len(), 23);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(lab.nodelocal_rules().len(), 24, "{}", lab.log());
+    assert!(lab.log().contains(
+        "Added back nodelocaldns rule - {raw PREROUTING [-p udp -d 10.96.0.10 --dport 53"
+    ));
+    // SIGTERM: rules and interface go; the pod falls back to cluster DNS.
+    signal(&agent, "TERM");
+    let status = wait_exit(&mut agent, Duration::from_secs(15));
+    assert!(status.success(), "{status:?}\n{}", lab.log());
+    assert!(lab.nodelocal_rules().is_empty());
+    assert!(!lab.node("ip link show").contains("nodelocaldns"));
+    assert_eq!(lab.dig("10.96.0.10", KUBERNETES, false), "10.96.0.1");
+    assert_eq!(lab.dig("10.96.0.10", KUBERNETES, true), "10.96.0.1");
+    assert_eq!(lab.dig("10.96.0.10", WHO, false), "");
+}
+
+#[test]
+fn crash_safe_mode_falls_back_at_once_on_kill_9() {
+    let Some(mut lab) = Lab::new("k") else { return };
+    lab.start_cluster_dns();
+    // The control: upstream's rules blackhole the node after kill -9.
+    let mut agent = lab.start_agent(TEMPLATE, &["-interception", "iptables"]);
+    lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
+    signal(&agent, "KILL");
+    wait_exit(&mut agent, Duration::from_secs(5));
+    // Refused, or timed out where the kernel rate-limits its ICMP errors.
+    let got = lab.dig("10.96.0.10", KUBERNETES, false);
+    assert!(got.contains("no servers could be reached"), "{got}");
+    assert_eq!(lab.nodelocal_rules().len(), 24);
+    // The crash-safe agent clears them once it serves.
+    let mut agent = lab.start_agent(TEMPLATE, &[]);
+    let start = Instant::now();
+    while !(lab.nodelocal_rules().is_empty()
+        && lab.node("nft list tables").contains("clusterdns_nodecache"))
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", lab.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        lab.log()
+            .contains("removed 24 stale node-cache iptables rules")
+    );
+    lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
+    lab.wait_answer("10.96.0.10", WHO, true, "198.51.100.1");
+    assert_eq!(lab.dig("10.96.0.10", KUBERNETES, true), "10.96.0.1");
+    assert!(
+        lab.log().contains("interception: crashsafe"),
+        "{}",
+        lab.log()
+    );
+    assert!(lab.nodelocal_rules().is_empty());
+    signal(&agent, "KILL");
+    wait_exit(&mut agent, Duration::from_secs(5));
+    let killed = Instant::now();
+    // The very next queries are answered by the cluster DNS (the table
+    // and the interface are still there: no teardown ran).
+    assert_eq!(lab.dig("10.96.0.10", KUBERNETES, false), "10.96.0.1");
+    let gap = killed.elapsed();
+    assert_eq!(lab.dig("10.96.0.10", KUBERNETES, true), "10.96.0.1");
+    assert_eq!(lab.dig("10.96.0.10", WHO, false), "");
+    assert!(lab.node("nft list tables").contains("clusterdns_nodecache"));
+    assert!(
+        gap < Duration::from_secs(1),
+        "first answer after kill -9: {gap:?}"
+    );
+    eprintln!("kill -9 -> first answer from cluster DNS: {gap:?}");
+}
+
+#[test]
+fn a_bad_corefile_leaves_no_rules_and_no_interface() {
+    let Some(lab) = Lab::new("b") else { return };
+    let bad = TEMPLATE.replace("    errors\n    cache 30\n", "    no_such_plugin\n");
+    for mode in ["iptables", "crashsafe"] {
+        let mut agent = lab.start_agent(&bad, &["-interception", mode]);
+        let status = wait_exit(&mut agent, Duration::from_secs(15));
+        assert!(!status.success(), "{}", lab.log());
+        assert!(lab.nodelocal_rules().is_empty(), "{}", lab.log());
+        assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+        assert!(
+            !lab.node("ip link show").contains("nodelocaldns"),
+            "{}",
+            lab.log()
+        );
+    }
+}
+
+#[test]
+fn wrong_flags_fail_before_the_node_is_touched() {
+    let Some(lab) = Lab::new("f") else { return };
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.node,
+            BIN,
+            "node-cache",
+            "-localip",
+            "169.254.20.10",
+            "-conf",
+        ])
+        .arg(lab.path("Corefile"))
+        .args(["-syncinterval", "30"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("invalid value \"30\" for flag -syncinterval: parse error\nUsage of ")
+    );
+    // Invoked as `node-cache`.
+    let link = lab.path("node-cache");
+    std::os::unix::fs::symlink(BIN, &link).unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.node])
+        .arg(&link)
+        .args(["-localip", "nope", "-conf", "/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "[FATAL] Error parsing flags - invalid localip specified - \"nope\", Exiting"
+    );
+    assert!(!lab.node("ip link show").contains("nodelocaldns"));
+    assert!(lab.nodelocal_rules().is_empty());
+}
