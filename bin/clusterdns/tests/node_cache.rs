@@ -15,6 +15,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_clusterdns");
 
 /// The three namespaces, deleted (with everything in them) on drop.
 struct Lab {
+    /// The node's iptables (kube-proxy's backend): `iptables-nft` or
+    /// `iptables-legacy`.
+    ipt: &'static str,
     pod: String,
     node: String,
     cdns: String,
@@ -84,6 +87,12 @@ nodelocal.test:53 {
 
 impl Lab {
     fn new(tag: &str) -> Option<Lab> {
+        Self::with_backend(tag, "iptables-nft")
+    }
+
+    /// A lab whose kube-proxy writes its rules with `ipt`; the agent must
+    /// detect that backend.
+    fn with_backend(tag: &str, ipt: &'static str) -> Option<Lab> {
         let id = format!("{tag}{}", std::process::id());
         let (pod, node, cdns) = (format!("p{id}"), format!("n{id}"), format!("c{id}"));
         if !run(&["ip", "netns", "add", &pod]).0 {
@@ -91,6 +100,7 @@ impl Lab {
             return None;
         }
         let lab = Lab {
+            ipt,
             pod,
             node,
             cdns,
@@ -116,7 +126,7 @@ impl Lab {
             for proto in ["udp", "tcp"] {
                 for chain in ["PREROUTING", "OUTPUT"] {
                     must(&format!(
-                        "ip netns exec {n} iptables -t nat -A {chain} -d {svc}/32 -p {proto} --dport 53 -j DNAT --to-destination 10.244.1.2:53"
+                        "ip netns exec {n} {ipt} -t nat -A {chain} -d {svc}/32 -p {proto} --dport 53 -j DNAT --to-destination 10.244.1.2:53"
                     ));
                 }
             }
@@ -211,12 +221,49 @@ impl Lab {
         }
     }
 
+    /// Asks 10.96.0.10 for `KUBERNETES` from a thread inside the pod's
+    /// namespace, every 20 ms (each try waiting 100 ms), until answered;
+    /// the time from `since` to that answer.
+    fn first_answer_after(&self, since: Instant, within: Duration) -> Duration {
+        let ns = std::fs::File::open(format!("/run/netns/{}", self.pod)).unwrap();
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            #[allow(unsafe_code)]
+            // SAFETY: setns with an open namespace file moves only this thread.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns");
+            let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            sock.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+            for label in KUBERNETES.split('.') {
+                q.push(label.len() as u8);
+                q.extend_from_slice(label.as_bytes());
+            }
+            q.extend_from_slice(&[0, 0, 1, 0, 1]);
+            let mut buf = [0u8; 512];
+            loop {
+                assert!(since.elapsed() < within, "no answer within {within:?}");
+                if sock.send_to(&q, "10.96.0.10:53").is_ok()
+                    && let Ok((n, _)) = sock.recv_from(&mut buf)
+                    // Our id, NOERROR, one answer or more.
+                    && n > 12 && buf[..2] == [0x12, 0x34] && buf[3] & 0x0f == 0 && buf[7] > 0
+                {
+                    return since.elapsed();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .join()
+        .unwrap()
+    }
+
     fn node(&self, cmd: &str) -> String {
         run(&["ip", "netns", "exec", &self.node, "sh", "-c", cmd]).1
     }
 
     fn nodelocal_rules(&self) -> Vec<String> {
-        self.node("iptables-save")
+        self.node(&format!("{}-save", self.ipt))
             .lines()
             .filter(|l| l.contains("NodeLocal DNS Cache"))
             .map(str::to_string)
@@ -257,7 +304,17 @@ const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
 
 #[test]
 fn iptables_mode_intercepts_resyncs_and_tears_down() {
-    let Some(mut lab) = Lab::new("i") else { return };
+    iptables_mode(Lab::new("i"));
+}
+
+#[test]
+fn iptables_legacy_is_detected_and_used() {
+    let lab = Lab::with_backend("l", "iptables-legacy");
+    iptables_mode(lab);
+}
+
+fn iptables_mode(lab: Option<Lab>) {
+    let Some(mut lab) = lab else { return };
     lab.start_cluster_dns();
     // Before the agent: the node-local zone is not answered.
     assert_eq!(lab.dig("10.96.0.10", WHO, false), "");
@@ -273,7 +330,17 @@ fn iptables_mode_intercepts_resyncs_and_tears_down() {
         }
     }
     let log = lab.log();
-    assert!(log.contains("interception: iptables"), "{log}");
+    assert!(
+        log.contains(&format!("interception: iptables ({},", lab.ipt)),
+        "{log}"
+    );
+    // Nothing in the other backend.
+    let other = if lab.ipt == "iptables-nft" {
+        "iptables-legacy-save"
+    } else {
+        "iptables-nft-save"
+    };
+    assert!(!lab.node(other).contains("NodeLocal DNS Cache"));
     // The rendered Corefile took the upstreams from the ConfigMap (UDP).
     let rendered = std::fs::read_to_string(lab.path("Corefile")).unwrap();
     assert!(
@@ -296,7 +363,7 @@ fn iptables_mode_intercepts_resyncs_and_tears_down() {
         "{metrics}"
     );
     // A rule deleted by hand is back within one sync interval (1 s).
-    lab.node("iptables -t raw -D PREROUTING -p udp -d 10.96.0.10 --dport 53 -j NOTRACK -m comment --comment 'NodeLocal DNS Cache: skip conntrack'");
+    lab.node(&format!("{} -t raw -D PREROUTING -p udp -d 10.96.0.10 --dport 53 -j NOTRACK -m comment --comment 'NodeLocal DNS Cache: skip conntrack'", lab.ipt));
     assert_eq!(lab.nodelocal_rules().len(), 23);
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(lab.nodelocal_rules().len(), 24, "{}", lab.log());
@@ -321,6 +388,11 @@ fn crash_safe_mode_falls_back_at_once_on_kill_9() {
     // The control: upstream's rules blackhole the node after kill -9.
     let mut agent = lab.start_agent(TEMPLATE, &["-interception", "iptables"]);
     lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
+    let start = Instant::now();
+    while lab.nodelocal_rules().len() < 24 {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     signal(&agent, "KILL");
     wait_exit(&mut agent, Duration::from_secs(5));
     // Refused, or timed out where the kernel rate-limits its ICMP errors.
@@ -349,13 +421,54 @@ fn crash_safe_mode_falls_back_at_once_on_kill_9() {
         lab.log()
     );
     assert!(lab.nodelocal_rules().is_empty());
+    // kill -9 under dnsperf load from the pod (1000 queries/s for 3 s,
+    // the kill after 1 s): only what was in flight at the kill is lost.
+    let qfile = lab.path("queries");
+    std::fs::write(&qfile, format!("{KUBERNETES} A\nwww.example.org A\n")).unwrap();
+    let perf = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.pod,
+            "dnsperf",
+            "-s",
+            "10.96.0.10",
+            "-l",
+            "3",
+            "-Q",
+            "1000",
+            "-t",
+            "1",
+            "-d",
+        ])
+        .arg(&qfile)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
     signal(&agent, "KILL");
     wait_exit(&mut agent, Duration::from_secs(5));
     let killed = Instant::now();
-    // The very next queries are answered by the cluster DNS (the table
-    // and the interface are still there: no teardown ran).
+    // Queries are answered by the cluster DNS at once (the table and the
+    // interface are still there: no teardown ran). Measured from inside
+    // the pod's namespace without starting a process.
+    let gap = lab.first_answer_after(killed, Duration::from_secs(5));
     assert_eq!(lab.dig("10.96.0.10", KUBERNETES, false), "10.96.0.1");
-    let gap = killed.elapsed();
+    let report = perf.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    let count = |what: &str| -> u64 {
+        report
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(what))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {what:?} in {report}"))
+    };
+    let (sent, lost) = (count("Queries sent:"), count("Queries lost:"));
+    eprintln!("kill -9 under load: {lost} of {sent} queries lost");
+    assert!(sent >= 1000, "{report}");
+    assert!(lost * 100 <= sent, "{report}");
     assert_eq!(lab.dig("10.96.0.10", KUBERNETES, true), "10.96.0.1");
     assert_eq!(lab.dig("10.96.0.10", WHO, false), "");
     assert!(lab.node("nft list tables").contains("clusterdns_nodecache"));
