@@ -537,3 +537,58 @@ fn wrong_flags_fail_before_the_node_is_touched() {
     assert!(!lab.node("ip link show").contains("nodelocaldns"));
     assert!(lab.nodelocal_rules().is_empty());
 }
+
+#[test]
+fn config_directories_are_polled_and_reloaded_with_signal() {
+    let Some(mut lab) = Lab::new("r") else { return };
+    lab.start_cluster_dns();
+    let mut agent = lab.start_agent(
+        TEMPLATE,
+        &["-reloadwithsignal", "-interception", "iptables"],
+    );
+    lab.wait_answer("169.254.20.10", WHO, false, "198.51.100.1");
+    assert_eq!(lab.dig("169.254.20.10", "who2.nodelocal.test", false), "");
+    // The ConfigMaps change (written as the kubelet's projection does:
+    // a new file renamed into place).
+    let base = lab.path("base");
+    let next = TEMPLATE.replace(
+        "        198.51.100.1 who.nodelocal.test\n",
+        "        198.51.100.1 who.nodelocal.test\n        198.51.100.2 who2.nodelocal.test\n",
+    );
+    std::fs::write(base.join(".tmp"), next).unwrap();
+    std::fs::rename(base.join(".tmp"), base.join("Corefile.base")).unwrap();
+    let cm = lab.path("kube-dns");
+    std::fs::write(cm.join(".tmp"), r#"{"stub.test": ["10.244.1.2"]}"#).unwrap();
+    std::fs::rename(cm.join(".tmp"), cm.join("stubDomains")).unwrap();
+    // Polled every 10 s, then re-rendered and reloaded.
+    let start = Instant::now();
+    while lab.dig("169.254.20.10", "who2.nodelocal.test", false) != "198.51.100.2" {
+        assert!(start.elapsed() < Duration::from_secs(25), "{}", lab.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let rendered = std::fs::read_to_string(lab.path("Corefile")).unwrap();
+    assert!(
+        rendered.ends_with("\nstub.test:53 {\n    errors\n    cache 30\n    bind 169.254.20.10 10.96.0.10\n    forward . 10.244.1.2\n}\n"),
+        "{rendered}"
+    );
+    assert!(
+        lab.log()
+            .contains("Updated Corefile with 1 custom stubdomains and upstream servers 10.244.1.2")
+    );
+    // An invalid ConfigMap keeps the Corefile and is counted.
+    std::fs::write(cm.join("stubDomains"), r#"{"Bad_Domain": ["10.244.1.2"]}"#).unwrap();
+    let start = Instant::now();
+    while !lab
+        .node("curl -s http://127.0.0.1:9353/metrics")
+        .contains("coredns_nodecache_setup_errors_total{errortype=\"configmap\"} 1")
+    {
+        assert!(start.elapsed() < Duration::from_secs(25), "{}", lab.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        std::fs::read_to_string(lab.path("Corefile")).unwrap(),
+        rendered
+    );
+    signal(&agent, "TERM");
+    assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
+}

@@ -105,6 +105,16 @@ async fn run(f: Flags, version: String) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // What the first render reads, seen before it reads it: a change made
+    // meanwhile is picked up by the first poll.
+    let base_dir = Path::new(&f.base_corefile)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut seen = (
+        template::dir_snapshot(&base_dir),
+        cm_dir.as_deref().map(template::dir_snapshot),
+    );
     let mut cm = match read_kubedns(cm_dir.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -184,14 +194,6 @@ async fn run(f: Flags, version: String) -> ExitCode {
     );
     sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + CONFIG_POLL, CONFIG_POLL);
-    let base_dir = Path::new(&f.base_corefile)
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let mut seen = (
-        template::dir_snapshot(&base_dir),
-        cm_dir.as_deref().map(template::dir_snapshot),
-    );
     // Once torn down, the periodic sync must not put the rules back while
     // the server finishes.
     let mut stopping = false;
