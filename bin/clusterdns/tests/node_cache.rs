@@ -592,3 +592,38 @@ fn config_directories_are_polled_and_reloaded_with_signal() {
     signal(&agent, "TERM");
     assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
 }
+
+#[test]
+fn ipvs_layout_link_local_only() {
+    let Some(mut lab) = Lab::new("v") else { return };
+    lab.start_cluster_dns();
+    // IPVS deployers give -localip the link-local address alone (the last
+    // -localip wins, as with Go's flag package).
+    let mut agent = lab.start_agent(
+        TEMPLATE,
+        &["-localip", "169.254.20.10", "-interception", "iptables"],
+    );
+    for tcp in [false, true] {
+        lab.wait_answer("169.254.20.10", WHO, tcp, "198.51.100.1");
+        assert_eq!(lab.dig("169.254.20.10", KUBERNETES, tcp), "10.96.0.1");
+    }
+    let start = Instant::now();
+    while lab.nodelocal_rules().len() < 12 {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let rules = lab.nodelocal_rules();
+    assert_eq!(rules.len(), 12, "{rules:#?}");
+    assert!(rules.iter().all(|r| r.contains("169.254.20.10/32")));
+    // The ClusterIP is left to kube-proxy.
+    assert_eq!(lab.dig("10.96.0.10", WHO, false), "");
+    assert_eq!(lab.dig("10.96.0.10", KUBERNETES, false), "10.96.0.1");
+    let addrs = lab.node("ip -4 addr show dev nodelocaldns");
+    assert!(
+        addrs.contains("169.254.20.10/32") && !addrs.contains("10.96.0.10"),
+        "{addrs}"
+    );
+    signal(&agent, "TERM");
+    assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
+    assert!(lab.nodelocal_rules().is_empty());
+}
