@@ -14,7 +14,55 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_clusterdns");
 
 /// The three namespaces, deleted (with everything in them) on drop.
+/// The lab's addresses, per family.
+struct Net {
+    /// kube-dns's ClusterIP (intercepted).
+    cluster: &'static str,
+    /// kube-dns-upstream's ClusterIP.
+    upstream: &'static str,
+    /// The link-local address.
+    local: &'static str,
+    /// The cluster DNS pod.
+    cdns: &'static str,
+    /// The node's side of the pod's link, the pod, the node's side of the
+    /// cluster DNS's link, and the prefix length of both links.
+    node_pod: &'static str,
+    pod: &'static str,
+    node_cdns: &'static str,
+    prefix: u8,
+    /// `ip` or `ip -6`, `32` or `128`.
+    ip: &'static str,
+    host_bits: u8,
+}
+
+const V4: Net = Net {
+    cluster: "10.96.0.10",
+    upstream: "10.96.0.11",
+    local: "169.254.20.10",
+    cdns: "10.244.1.2",
+    node_pod: "10.244.0.1",
+    pod: "10.244.0.2",
+    node_cdns: "10.244.1.1",
+    prefix: 24,
+    ip: "ip",
+    host_bits: 32,
+};
+
+const V6: Net = Net {
+    cluster: "fd00:96::10",
+    upstream: "fd00:96::11",
+    local: "fd00:169::10",
+    cdns: "fd00:244:1::2",
+    node_pod: "fd00:244::1",
+    pod: "fd00:244::2",
+    node_cdns: "fd00:244:1::1",
+    prefix: 64,
+    ip: "ip -6",
+    host_bits: 128,
+};
+
 struct Lab {
+    net: &'static Net,
     /// The node's iptables (kube-proxy's backend): `iptables-nft` or
     /// `iptables-legacy`.
     ipt: &'static str,
@@ -90,16 +138,28 @@ impl Lab {
         Self::with_backend(tag, "iptables-nft")
     }
 
+    fn with_backend(tag: &str, ipt: &'static str) -> Option<Lab> {
+        Self::build(tag, &V4, ipt)
+    }
+
     /// A lab whose kube-proxy writes its rules with `ipt`; the agent must
     /// detect that backend.
-    fn with_backend(tag: &str, ipt: &'static str) -> Option<Lab> {
+    fn build(tag: &str, net: &'static Net, ipt: &'static str) -> Option<Lab> {
         let id = format!("{tag}{}", std::process::id());
         let (pod, node, cdns) = (format!("p{id}"), format!("n{id}"), format!("c{id}"));
         if !run(&["ip", "netns", "add", &pod]).0 {
             eprintln!("skipped: cannot create network namespaces (needs root)");
             return None;
         }
+        let ipt: &'static str = if net.host_bits == 32 {
+            ipt
+        } else if ipt == "iptables-nft" {
+            "ip6tables-nft"
+        } else {
+            "ip6tables-legacy"
+        };
         let lab = Lab {
+            net,
             ipt,
             pod,
             node,
@@ -109,24 +169,48 @@ impl Lab {
         };
         let (p, n, c) = (&lab.pod, &lab.node, &lab.cdns);
         must(&format!("ip netns add {n} && ip netns add {c}"));
+        let Net {
+            cluster,
+            upstream,
+            cdns,
+            node_pod,
+            pod,
+            node_cdns,
+            prefix,
+            ip,
+            host_bits,
+            ..
+        } = net;
+        let dad = if *host_bits == 128 { " nodad" } else { "" };
         must(&format!(
             "ip -n {n} link add vpod type veth peer name eth0 netns {p} && \
              ip -n {n} link add vcdns type veth peer name eth0 netns {c} && \
-             ip -n {n} addr add 10.244.0.1/24 dev vpod && ip -n {n} addr add 10.244.1.1/24 dev vcdns && \
+             {ip} -n {n} addr add {node_pod}/{prefix} dev vpod{dad} && \
+             {ip} -n {n} addr add {node_cdns}/{prefix} dev vcdns{dad} && \
              ip -n {n} link set vpod up && ip -n {n} link set vcdns up && ip -n {n} link set lo up && \
-             ip -n {p} addr add 10.244.0.2/24 dev eth0 && ip -n {p} link set eth0 up && ip -n {p} link set lo up && \
-             ip -n {p} route add default via 10.244.0.1 && \
-             ip -n {c} addr add 10.244.1.2/24 dev eth0 && ip -n {c} link set eth0 up && ip -n {c} link set lo up && \
-             ip -n {c} route add default via 10.244.1.1 && \
-             ip -n {n} route add default via 10.244.1.2 && \
-             ip netns exec {n} sysctl -qw net.ipv4.ip_forward=1"
+             {ip} -n {p} addr add {pod}/{prefix} dev eth0{dad} && ip -n {p} link set eth0 up && ip -n {p} link set lo up && \
+             {ip} -n {p} route add default via {node_pod} && \
+             {ip} -n {c} addr add {cdns}/{prefix} dev eth0{dad} && ip -n {c} link set eth0 up && ip -n {c} link set lo up && \
+             {ip} -n {c} route add default via {node_cdns} && \
+             {ip} -n {n} route add default via {cdns} && \
+             ip netns exec {n} sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"
         ));
         // kube-proxy, iptables mode: both Services DNAT to the cluster DNS.
-        for svc in ["10.96.0.10", "10.96.0.11"] {
+        let to = if net.host_bits == 32 {
+            format!("{cdns}:53")
+        } else {
+            format!("[{cdns}]:53")
+        };
+        let ipt_bin = if net.host_bits == 32 {
+            ipt.to_string()
+        } else {
+            ipt.replacen("iptables", "ip6tables", 1)
+        };
+        for svc in [cluster, upstream] {
             for proto in ["udp", "tcp"] {
                 for chain in ["PREROUTING", "OUTPUT"] {
                     must(&format!(
-                        "ip netns exec {n} {ipt} -t nat -A {chain} -d {svc}/32 -p {proto} --dport 53 -j DNAT --to-destination 10.244.1.2:53"
+                        "ip netns exec {n} {ipt_bin} -t nat -A {chain} -d {svc}/{host_bits} -p {proto} --dport 53 -j DNAT --to-destination {to}"
                     ));
                 }
             }
@@ -142,7 +226,7 @@ impl Lab {
     /// resolves through kube-proxy's DNAT.
     fn start_cluster_dns(&mut self) {
         let cf = self.path("cdns.Corefile");
-        std::fs::write(&cf, CDNS_COREFILE).unwrap();
+        std::fs::write(&cf, CDNS_COREFILE.replace("10.244.1.2", self.net.cdns)).unwrap();
         let child = Command::new("ip")
             .args(["netns", "exec", &self.cdns, BIN, "-quiet", "-conf"])
             .arg(&cf)
@@ -151,7 +235,7 @@ impl Lab {
             .unwrap();
         self.children.push(child);
         self.wait_answer(
-            "10.96.0.10",
+            self.net.cluster,
             "kubernetes.default.svc.cluster.local",
             false,
             "10.96.0.1",
@@ -165,11 +249,16 @@ impl Lab {
         std::fs::write(base.join("Corefile.base"), template).unwrap();
         let cm = self.path("kube-dns");
         std::fs::create_dir_all(&cm).unwrap();
-        std::fs::write(cm.join("upstreamNameservers"), r#"["10.244.1.2"]"#).unwrap();
+        std::fs::write(
+            cm.join("upstreamNameservers"),
+            format!("[\"{}\"]", self.net.cdns),
+        )
+        .unwrap();
         let log = std::fs::File::create(self.path("agent.log")).unwrap();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.node, BIN, "node-cache"])
-            .args(["-localip", "169.254.20.10,10.96.0.10"])
+            .arg("-localip")
+            .arg(format!("{},{}", self.net.local, self.net.cluster))
             .arg("-basecorefile")
             .arg(base.join("Corefile.base"))
             .arg("-conf")
@@ -181,7 +270,7 @@ impl Lab {
             .arg("-pidfile")
             .arg(self.path("node-cache.pid"))
             .args(extra)
-            .env("KUBE_DNS_UPSTREAM_SERVICE_HOST", "10.96.0.11")
+            .env("KUBE_DNS_UPSTREAM_SERVICE_HOST", self.net.upstream)
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         cmd.spawn().unwrap()
@@ -626,4 +715,52 @@ fn ipvs_layout_link_local_only() {
     signal(&agent, "TERM");
     assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
     assert!(lab.nodelocal_rules().is_empty());
+}
+
+#[test]
+fn ipv6_end_to_end_in_both_modes() {
+    let Some(mut lab) = Lab::build("s", &V6, "iptables-nft") else {
+        return;
+    };
+    lab.start_cluster_dns();
+    let template = TEMPLATE.replace("health 169.254.20.10:8080", "health [fd00:169::10]:8080");
+    let mut agent = lab.start_agent(&template, &["-interception", "iptables"]);
+    for ip in [V6.cluster, V6.local] {
+        for tcp in [false, true] {
+            lab.wait_answer(ip, WHO, tcp, "198.51.100.1");
+            assert_eq!(lab.dig(ip, KUBERNETES, tcp), "10.96.0.1");
+            assert_eq!(lab.dig(ip, "www.example.org", tcp), "192.0.2.7");
+        }
+    }
+    let start = Instant::now();
+    while lab.nodelocal_rules().len() < 24 {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(lab.nodelocal_rules().iter().all(|r| r.contains("/128")));
+    let health = lab.node("curl -s 'http://[fd00:169::10]:8080/health'");
+    assert_eq!(health.trim(), "OK");
+    signal(&agent, "TERM");
+    assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
+    assert!(lab.nodelocal_rules().is_empty());
+    assert_eq!(lab.dig(V6.cluster, WHO, false), "");
+    assert_eq!(lab.dig(V6.cluster, KUBERNETES, false), "10.96.0.1");
+    // Crash-safe (ip6 table): kill -9 falls back at once.
+    let mut agent = lab.start_agent(&template, &[]);
+    lab.wait_answer(V6.cluster, WHO, false, "198.51.100.1");
+    lab.wait_answer(V6.cluster, WHO, true, "198.51.100.1");
+    assert!(
+        lab.log().contains("interception: crashsafe"),
+        "{}",
+        lab.log()
+    );
+    assert!(
+        lab.node("nft list tables")
+            .contains("ip6 clusterdns_nodecache")
+    );
+    signal(&agent, "KILL");
+    wait_exit(&mut agent, Duration::from_secs(5));
+    assert_eq!(lab.dig(V6.cluster, KUBERNETES, false), "10.96.0.1");
+    assert_eq!(lab.dig(V6.cluster, KUBERNETES, true), "10.96.0.1");
+    assert_eq!(lab.dig(V6.cluster, WHO, false), "");
 }
