@@ -512,52 +512,21 @@ fn crash_safe_mode_falls_back_at_once_on_kill_9() {
     assert!(lab.nodelocal_rules().is_empty());
     // kill -9 under dnsperf load from the pod (1000 queries/s for 3 s,
     // the kill after 1 s): only what was in flight at the kill is lost.
-    let qfile = lab.path("queries");
-    std::fs::write(&qfile, format!("{KUBERNETES} A\nwww.example.org A\n")).unwrap();
-    let perf = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.pod,
-            "dnsperf",
-            "-s",
-            "10.96.0.10",
-            "-l",
-            "3",
-            "-Q",
-            "1000",
-            "-t",
-            "1",
-            "-d",
-        ])
-        .arg(&qfile)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(1));
-    signal(&agent, "KILL");
-    wait_exit(&mut agent, Duration::from_secs(5));
-    let killed = Instant::now();
-    // Queries are answered by the cluster DNS at once (the table and the
-    // interface are still there: no teardown ran). Measured from inside
-    // the pod's namespace without starting a process.
-    let gap = lab.first_answer_after(killed, Duration::from_secs(5));
+    let mut gap = Duration::ZERO;
+    let (sent, lost) = under_load(&lab, "10.96.0.10", 3, || {
+        std::thread::sleep(Duration::from_secs(1));
+        signal(&agent, "KILL");
+        wait_exit(&mut agent, Duration::from_secs(5));
+        let killed = Instant::now();
+        // Queries are answered by the cluster DNS at once (the table and
+        // the interface are still there: no teardown ran). Measured from
+        // inside the pod's namespace without starting a process.
+        gap = lab.first_answer_after(killed, Duration::from_secs(5));
+    });
     assert_eq!(lab.dig("10.96.0.10", KUBERNETES, false), "10.96.0.1");
-    let report = perf.wait_with_output().unwrap();
-    let report = String::from_utf8_lossy(&report.stdout).into_owned();
-    let count = |what: &str| -> u64 {
-        report
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(what))
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no {what:?} in {report}"))
-    };
-    let (sent, lost) = (count("Queries sent:"), count("Queries lost:"));
     eprintln!("kill -9 under load: {lost} of {sent} queries lost");
-    assert!(sent >= 1000, "{report}");
-    assert!(lost * 100 <= sent, "{report}");
+    assert!(sent >= 1000);
+    assert!(lost * 100 <= sent, "{lost} of {sent}");
     assert_eq!(lab.dig("10.96.0.10", KUBERNETES, true), "10.96.0.1");
     assert_eq!(lab.dig("10.96.0.10", WHO, false), "");
     assert!(lab.node("nft list tables").contains("clusterdns_nodecache"));
@@ -763,4 +732,58 @@ fn ipv6_end_to_end_in_both_modes() {
     assert_eq!(lab.dig(V6.cluster, KUBERNETES, false), "10.96.0.1");
     assert_eq!(lab.dig(V6.cluster, KUBERNETES, true), "10.96.0.1");
     assert_eq!(lab.dig(V6.cluster, WHO, false), "");
+}
+
+/// Runs dnsperf from the pod at `server` (1000 q/s for `secs` s) while
+/// `during` runs; (sent, lost).
+fn under_load(lab: &Lab, server: &str, secs: u32, during: impl FnOnce()) -> (u64, u64) {
+    let qfile = lab.path("queries");
+    std::fs::write(&qfile, format!("{KUBERNETES} A\nwww.example.org A\n")).unwrap();
+    let perf = Command::new("ip")
+        .args([
+            "netns", "exec", &lab.pod, "dnsperf", "-s", server, "-Q", "1000", "-t", "1",
+        ])
+        .args(["-l", &secs.to_string(), "-d"])
+        .arg(&qfile)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    during();
+    let out = perf.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let count = |what: &str| -> u64 {
+        report
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(what))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {what:?} in {report}"))
+    };
+    (count("Queries sent:"), count("Queries lost:"))
+}
+
+#[test]
+fn rolling_replacement_under_load() {
+    let Some(mut lab) = Lab::new("u") else { return };
+    lab.start_cluster_dns();
+    for mode in ["iptables", "crashsafe"] {
+        let mut agent = lab.start_agent(TEMPLATE, &["-interception", mode]);
+        lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
+        std::thread::sleep(Duration::from_millis(500));
+        // A DaemonSet update with maxUnavailable: the old instance gets
+        // SIGTERM, then the new one starts.
+        let (sent, lost) = under_load(&lab, "10.96.0.10", 4, || {
+            std::thread::sleep(Duration::from_secs(1));
+            signal(&agent, "TERM");
+            assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
+            agent = lab.start_agent(TEMPLATE, &["-interception", mode]);
+            lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
+        });
+        eprintln!("{mode}: SIGTERM then a new instance under load: {lost} of {sent} queries lost");
+        assert!(sent >= 1000);
+        assert!(lost * 100 <= sent, "{mode}: {lost} of {sent}");
+        signal(&agent, "TERM");
+        assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
+    }
 }

@@ -199,6 +199,27 @@ impl Agent {
     /// Removes the rules, then the interface (upstream's order since
     /// kubernetes/dns#690), unless `-skipteardown`.
     pub async fn teardown(&self) {
+        self.stop_intercepting().await;
+        self.finish_teardown().await;
+    }
+
+    /// The first half of a graceful stop, before the server stops: in
+    /// iptables mode the rules go, so new queries fall back to the cluster
+    /// DNS while the server still answers those in flight. In crash-safe
+    /// mode nothing: closing the server's sockets ends the interception.
+    pub async fn stop_intercepting(&self) {
+        if self.skip_teardown {
+            return;
+        }
+        if let Mode::Iptables(r) = &self.mode {
+            r.remove().await;
+        }
+    }
+
+    /// The second half, once the server has stopped: the crash-safe table
+    /// and the interface (removing the addresses earlier would fail the
+    /// replies still being sent from them).
+    pub async fn finish_teardown(&self) {
         if self.skip_teardown {
             info!("", "skipteardown: leaving the rules and the interface");
             return;

@@ -228,17 +228,19 @@ async fn run(f: Flags, version: String) -> ExitCode {
             _ = usr1.recv() => controller.reload(),
             // The interception goes first, so queries fall back to the
             // cluster DNS while the server still answers the ones in
-            // flight; then the server stops.
-            _ = term.recv() => { stopping = true; agent.teardown().await; controller.shutdown(); }
-            _ = int.recv() => { stopping = true; agent.teardown().await; controller.shutdown(); }
+            // flight; then the server stops; then the table and the
+            // interface go (after the loop).
+            _ = term.recv() => { stopping = true; agent.stop_intercepting().await; controller.shutdown(); }
+            _ = int.recv() => { stopping = true; agent.stop_intercepting().await; controller.shutdown(); }
             _ = quit.recv() => { agent.teardown().await; return ExitCode::SUCCESS; }
         }
     };
+    // Upstream tears down whenever CoreDNS returns (after a signal, the
+    // rules are gone already and this removes what is left).
+    agent.teardown().await;
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // Upstream tears down whenever CoreDNS returns.
-            agent.teardown().await;
             println!("[FATAL] {e}");
             ExitCode::FAILURE
         }
