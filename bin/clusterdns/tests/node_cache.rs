@@ -787,3 +787,32 @@ fn rolling_replacement_under_load() {
         assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
     }
 }
+
+#[test]
+fn sigint_and_sigquit_tear_down_and_skipteardown_does_not() {
+    let Some(lab) = Lab::new("q") else { return };
+    for (sig, extra) in [
+        ("INT", None),
+        ("QUIT", None),
+        ("TERM", Some("-skipteardown")),
+    ] {
+        let mut flags = vec!["-interception", "iptables"];
+        flags.extend(extra);
+        let mut agent = lab.start_agent(TEMPLATE, &flags);
+        let start = Instant::now();
+        while lab.nodelocal_rules().len() < 24 {
+            assert!(start.elapsed() < Duration::from_secs(30), "{}", lab.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        signal(&agent, sig);
+        let status = wait_exit(&mut agent, Duration::from_secs(15));
+        assert!(status.success(), "{sig}: {status:?}\n{}", lab.log());
+        let left = lab.nodelocal_rules().len();
+        let link = lab.node("ip link show").contains("nodelocaldns");
+        if extra.is_some() {
+            assert_eq!((left, link), (24, true), "{sig} with -skipteardown");
+        } else {
+            assert_eq!((left, link), (0, false), "{sig}\n{}", lab.log());
+        }
+    }
+}
