@@ -816,3 +816,36 @@ fn sigint_and_sigquit_tear_down_and_skipteardown_does_not() {
         }
     }
 }
+
+#[test]
+fn without_interface_and_rules_for_a_pod_namespace() {
+    // Cilium's local redirect runs node-cache in a pod's namespace with
+    // -setupinterface=false -setupiptables=false, bound to an address the
+    // pod already has (here the node's 10.244.0.1).
+    let Some(mut lab) = Lab::new("c") else { return };
+    lab.start_cluster_dns();
+    let template = TEMPLATE.replace("health 169.254.20.10:8080", "health 10.244.0.1:8080");
+    let mut agent = lab.start_agent(
+        &template,
+        &[
+            "-localip",
+            "10.244.0.1",
+            "-setupinterface=false",
+            "-setupiptables=false",
+        ],
+    );
+    lab.wait_answer("10.244.0.1", WHO, false, "198.51.100.1");
+    lab.wait_answer("10.244.0.1", WHO, true, "198.51.100.1");
+    assert_eq!(lab.dig("10.244.0.1", KUBERNETES, false), "10.96.0.1");
+    assert!(lab.log().contains("interception: none"), "{}", lab.log());
+    assert!(!lab.node("ip link show").contains("nodelocaldns"));
+    assert!(lab.nodelocal_rules().is_empty());
+    assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+    signal(&agent, "TERM");
+    assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
+    // The node's own address is untouched.
+    assert!(
+        lab.node("ip -4 addr show dev vpod")
+            .contains("10.244.0.1/24")
+    );
+}
