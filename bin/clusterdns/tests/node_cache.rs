@@ -849,3 +849,35 @@ fn without_interface_and_rules_for_a_pod_namespace() {
             .contains("10.244.0.1/24")
     );
 }
+
+#[test]
+fn a_missing_service_host_is_named_and_nothing_is_touched() {
+    let Some(lab) = Lab::new("e") else { return };
+    let base = lab.path("base");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("Corefile.base"), TEMPLATE).unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.node, BIN, "node-cache"])
+        .args([
+            "-localip",
+            "169.254.20.10,10.96.0.10",
+            "-upstreamsvc",
+            "kube-dns-upstream",
+        ])
+        .arg("-basecorefile")
+        .arg(base.join("Corefile.base"))
+        .arg("-conf")
+        .arg(lab.path("Corefile"))
+        .env_remove("KUBE_DNS_UPSTREAM_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("[FATAL] no Corefile to serve: $KUBE_DNS_UPSTREAM_SERVICE_HOST is not set"),
+        "{text}"
+    );
+    assert!(!lab.path("Corefile").exists());
+    assert!(!lab.node("ip link show").contains("nodelocaldns"));
+    assert!(lab.nodelocal_rules().is_empty());
+}
