@@ -40,7 +40,7 @@ pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            println!("[FATAL] {e}");
+            fatal(format_args!("{e}"));
             return ExitCode::from(e.exit_code());
         }
     };
@@ -63,11 +63,17 @@ pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
     let rt = match crate::process::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            println!("[FATAL] runtime: {e}");
+            fatal(format_args!("runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
     rt.block_on(run(f, version))
+}
+
+/// A `[FATAL]` line, written before the process exits (upstream's
+/// `clog.Fatalf`).
+fn fatal(msg: std::fmt::Arguments<'_>) {
+    clusterdns_observe::log::write(clusterdns_observe::log::Level::Fatal, "", msg);
 }
 
 /// The kube-dns ConfigMap directory: `-kubednscm`, else `/etc/kube-dns`
@@ -101,7 +107,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
     let agent = match Agent::new(&f, &registry).await {
         Ok(a) => a,
         Err(e) => {
-            println!("[FATAL] {e}");
+            fatal(format_args!("{e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -126,7 +132,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
     if let Err(e) = clusterdns_nodecache::update_corefile(&f, &cluster_dns, &cm, agent.metrics())
         && !Path::new(&f.corefile).exists()
     {
-        println!("[FATAL] no Corefile to serve: {e}");
+        fatal(format_args!("no Corefile to serve: {e}"));
         return ExitCode::FAILURE;
     }
     // The interface first: the server binds its addresses.
@@ -150,7 +156,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
                 Err(e) => e.to_string(),
             };
             agent.teardown().await;
-            println!("[FATAL] {why}");
+            fatal(format_args!("{why}"));
             return ExitCode::FAILURE;
         }
         _ = controller.serving() => {}
@@ -184,7 +190,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
         (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
         _ => {
             agent.teardown().await;
-            println!("[FATAL] cannot install the signal handlers");
+            fatal(format_args!("cannot install the signal handlers"));
             return ExitCode::FAILURE;
         }
     };
@@ -241,7 +247,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            println!("[FATAL] {e}");
+            fatal(format_args!("{e}"));
             ExitCode::FAILURE
         }
     }
