@@ -881,3 +881,38 @@ fn a_missing_service_host_is_named_and_nothing_is_touched() {
     assert!(!lab.node("ip link show").contains("nodelocaldns"));
     assert!(lab.nodelocal_rules().is_empty());
 }
+
+#[test]
+fn a_port_conflict_leaves_no_rules() {
+    let Some(mut lab) = Lab::new("o") else { return };
+    // Something already listens on the health address (the link exists,
+    // as a crashed predecessor would leave it).
+    lab.node(
+        "ip link add nodelocaldns type bridge && ip addr add 169.254.20.10/32 dev nodelocaldns",
+    );
+    let squat = lab.path("squat.Corefile");
+    std::fs::write(&squat, ".:8080 {\n    bind 169.254.20.10\n    whoami\n}\n").unwrap();
+    let squatter = Command::new("ip")
+        .args(["netns", "exec", &lab.node, BIN, "-quiet", "-conf"])
+        .arg(&squat)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    lab.children.push(squatter);
+    let start = Instant::now();
+    while !lab.node("ss -ltn").contains("169.254.20.10:8080") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the squatter did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for mode in ["iptables", "crashsafe"] {
+        let mut agent = lab.start_agent(TEMPLATE, &["-interception", mode]);
+        let status = wait_exit(&mut agent, Duration::from_secs(15));
+        assert!(!status.success(), "{}", lab.log());
+        assert!(lab.log().contains("169.254.20.10:8080"), "{}", lab.log());
+        assert!(lab.nodelocal_rules().is_empty(), "{}", lab.log());
+        assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+    }
+}
