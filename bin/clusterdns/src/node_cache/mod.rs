@@ -67,7 +67,11 @@ pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(run(f, version))
+    let code = rt.block_on(run(f, version));
+    // Log lines are written by a thread of their own: let the last ones
+    // (the teardown's) out before the process exits.
+    clusterdns_observe::log::flush();
+    code
 }
 
 /// A `[FATAL]` line, written before the process exits (upstream's
