@@ -104,6 +104,7 @@ pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
         quiet: f.quiet,
         udp_workers: None,
         banner: version,
+        metrics: None,
     };
     let rt = match crate::process::runtime() {
         Ok(rt) => rt,

@@ -115,6 +115,7 @@ const TEMPLATE: &str = "cluster.local:53 {
     forward . __PILLAR__CLUSTER__DNS__ {
         force_tcp
     }
+    prometheus 127.0.0.1:9253
     health 169.254.20.10:8080
 }
 nodelocal.test:53 {
@@ -446,11 +447,17 @@ fn iptables_mode(lab: Option<Lab>) {
     // Health on the link-local address, the agent's metrics.
     let health = lab.node("curl -s http://169.254.20.10:8080/health");
     assert_eq!(health.trim(), "OK");
-    let metrics = lab.node("curl -s http://127.0.0.1:9353/metrics");
-    assert!(
-        metrics.contains("coredns_nodecache_setup_errors_total{errortype=\"iptables\"} 0"),
-        "{metrics}"
-    );
+    // The agent's counter, on its own listener and on the prometheus
+    // plugin's, beside the server's metrics.
+    for port in [9353, 9253] {
+        let metrics = lab.node(&format!("curl -s http://127.0.0.1:{port}/metrics"));
+        assert!(
+            metrics.contains("coredns_nodecache_setup_errors_total{errortype=\"iptables\"} 0"),
+            "{port}: {metrics}"
+        );
+    }
+    let plugin = lab.node("curl -s http://127.0.0.1:9253/metrics");
+    assert!(plugin.contains("coredns_dns_requests_total"), "{plugin}");
     // A rule deleted by hand is back within one sync interval (1 s).
     lab.node(&format!("{} -t raw -D PREROUTING -p udp -d 10.96.0.10 --dport 53 -j NOTRACK -m comment --comment 'NodeLocal DNS Cache: skip conntrack'", lab.ipt));
     assert_eq!(lab.nodelocal_rules().len(), 23);

@@ -35,6 +35,11 @@ pub struct Options {
     pub udp_workers: Option<usize>,
     /// Version lines printed in the banner.
     pub banner: String,
+    /// The registry the `prometheus` plugin serves, when the job has
+    /// counters of its own to show beside the server's (node-cache's
+    /// `coredns_nodecache_setup_errors_total`, as upstream shows it on
+    /// `:9253`); `None`: a registry of the server's own.
+    pub metrics: Option<Arc<Registry>>,
 }
 
 /// Why the server stopped with an error.
@@ -187,7 +192,7 @@ pub async fn serve(opts: Options, control: Control) -> Result<(), ServerError> {
 
 async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), ServerError> {
     let rt = tokio::runtime::Handle::current();
-    let metrics = Arc::new(Registry::new());
+    let metrics = opts.metrics.clone().unwrap_or_default();
     let instance = Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone())?;
     let workers = opts.udp_workers.unwrap_or_else(|| {
         std::thread::available_parallelism()

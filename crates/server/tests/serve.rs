@@ -18,6 +18,7 @@ fn options(corefile: &std::path::Path) -> Options {
         quiet: true,
         udp_workers: Some(2),
         banner: String::new(),
+        metrics: None,
     }
 }
 

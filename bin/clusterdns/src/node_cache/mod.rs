@@ -148,6 +148,8 @@ async fn run(f: Flags, version: String) -> ExitCode {
         quiet: f.quiet,
         udp_workers: None,
         banner: version,
+        // The agent's counters show on the prometheus plugin's listener too.
+        metrics: Some(registry.clone()),
     };
     let (mut controller, control) = clusterdns_server::control();
     let mut server = std::pin::pin!(clusterdns_server::serve(opts, control));
