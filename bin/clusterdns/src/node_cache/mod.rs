@@ -74,6 +74,14 @@ pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
     code
 }
 
+/// A signal before the server served: nothing was intercepted yet; the
+/// interface goes.
+async fn stopped_early(agent: &Agent) -> ExitCode {
+    agent.teardown().await;
+    info!("", "stopped before serving");
+    ExitCode::SUCCESS
+}
+
 /// A `[FATAL]` line, written before the process exits (upstream's
 /// `clog.Fatalf`).
 fn fatal(msg: std::fmt::Arguments<'_>) {
@@ -139,6 +147,21 @@ async fn run(f: Flags, version: String) -> ExitCode {
         fatal(format_args!("no Corefile to serve: {e}"));
         return ExitCode::FAILURE;
     }
+    // The handlers before anything changes on the node, so a signal at
+    // any point from here on tears down what was made (a signal before
+    // serving stops the start-up).
+    let (mut term, mut int, mut quit, mut usr1) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+        signal(SignalKind::user_defined1()),
+    ) {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+        _ => {
+            fatal(format_args!("cannot install the signal handlers"));
+            return ExitCode::FAILURE;
+        }
+    };
     // The interface first: the server binds its addresses.
     agent.setup_interface().await;
     let opts = Options {
@@ -166,6 +189,9 @@ async fn run(f: Flags, version: String) -> ExitCode {
             return ExitCode::FAILURE;
         }
         _ = controller.serving() => {}
+        _ = term.recv() => return stopped_early(&agent).await,
+        _ = int.recv() => return stopped_early(&agent).await,
+        _ = quit.recv() => return stopped_early(&agent).await,
     }
     let _pidfile = match f
         .pidfile
@@ -187,19 +213,6 @@ async fn run(f: Flags, version: String) -> ExitCode {
         Ok(addr) => info!("", "metrics on http://{addr}/metrics"),
         Err(e) => error!("", "metrics listener {}: {e}", f.metrics_listen_address),
     }
-    let (mut term, mut int, mut quit, mut usr1) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::quit()),
-        signal(SignalKind::user_defined1()),
-    ) {
-        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
-        _ => {
-            agent.teardown().await;
-            fatal(format_args!("cannot install the signal handlers"));
-            return ExitCode::FAILURE;
-        }
-    };
     let mut sync = tokio::time::interval_at(
         tokio::time::Instant::now() + f.sync_interval,
         f.sync_interval,
