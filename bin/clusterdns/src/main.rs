@@ -1,8 +1,9 @@
 //! The `clusterdns` binary: one module per job, each wiring the libraries
-//! together (today `serve`, CoreDNS's job), plus what every job's process
+//! together (`serve`, CoreDNS's job; `autoscaler`, cluster-proportional-autoscaler's), plus what every job's process
 //! shares (`process`: runtime, signals, pidfile). Nothing else lives here.
 
 mod alloc;
+mod autoscaler;
 mod process;
 mod serve;
 
@@ -82,6 +83,9 @@ fn main() -> ExitCode {
         .next()
         .unwrap_or_else(|| "clusterdns".into());
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = autoscaler::dispatch(&program, &args) {
+        return code;
+    }
     serve::main(&program, &args, version_lines())
 }
 
