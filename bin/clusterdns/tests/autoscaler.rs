@@ -1,0 +1,378 @@
+//! `clusterdns autoscaler` on a private rig with fake nodes (KWOK): Nodes with chosen
+//! allocatable CPU are created, cordoned, made NotReady and deleted, and the targets'
+//! replicas (a Deployment, a ReplicaSet, a ReplicationController, through their scale
+//! subresources) follow cluster-proportional-autoscaler's formulas; the ConfigMap is created
+//! from `--default-params`, switched from linear to ladder, broken and fixed; an existing
+//! ConfigMap wins over new defaults. Skips without `scripts/rig build --nodes` unless
+//! `CLUSTERDNS_REQUIRE_RIG=1`.
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clusterdns_test_support::{PrivateRig, Rig};
+
+const CM: &str = "dns-autoscaler";
+const TARGETS: [&str; 3] = [
+    "deployment/dns",
+    "replicaset/rs",
+    "replicationcontroller/rc",
+];
+
+/// A running autoscaler; killed on drop.
+struct Autoscaler {
+    child: Child,
+    log: PathBuf,
+    health: u16,
+}
+
+impl Autoscaler {
+    fn start(rig: &Rig, dir: &Path, ns: &str, defaults: &str) -> Autoscaler {
+        let health = common::free_port();
+        let log = dir.join(format!("autoscaler-{health}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(common::binary())
+            .arg("autoscaler")
+            .arg(format!("--kubeconfig={}", rig.kubeconfig().display()))
+            .arg(format!("--namespace={ns}"))
+            .arg(format!("--configmap={CM}"))
+            .arg("--target=Deployment/dns,ReplicaSet/rs,replicationcontroller/rc")
+            .arg(format!("--default-params={defaults}"))
+            .arg("--poll-period-seconds=1")
+            .arg(format!("--health-address=127.0.0.1:{health}"))
+            .args(["--logtostderr=true", "--v=2"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start the autoscaler");
+        Autoscaler { child, log, health }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET path` on the health listener: status code and body.
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.health)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).ok()?;
+        let code = reply.split_whitespace().nth(1)?.parse().ok()?;
+        let body = reply.split_once("\r\n\r\n")?.1.to_owned();
+        Some((code, body))
+    }
+
+    /// Waits until `/last-poll` answers `code` with a body containing `text`; returns the body.
+    fn wait_last_poll(&self, code: u16, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = self.get("/last-poll");
+            if let Some((c, body)) = &got
+                && *c == code
+                && body.contains(text)
+            {
+                return body.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "/last-poll never answered {code} with {text:?}: last {got:?}\nlog:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Autoscaler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kc(rig: &Rig, args: &[&str]) -> String {
+    rig.kubectl(args)
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+}
+
+fn replicas(rig: &Rig, ns: &str) -> Vec<i64> {
+    TARGETS
+        .iter()
+        .map(|t| {
+            let out = kc(
+                rig,
+                &["-n", ns, "get", t, "-o", "jsonpath={.spec.replicas}"],
+            );
+            out.trim().parse().unwrap_or(-1)
+        })
+        .collect()
+}
+
+/// Waits until every target has `want` replicas.
+fn wait_replicas(rig: &Rig, ns: &str, a: &Autoscaler, step: &str, want: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = replicas(rig, ns);
+        if got.iter().all(|&r| r == want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{step}: replicas {got:?}, want {want}\nlog:\n{}",
+            a.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Waits three poll periods and checks that every target still has `want` replicas.
+fn stays(rig: &Rig, ns: &str, a: &Autoscaler, step: &str, want: i64) {
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        replicas(rig, ns),
+        vec![want; 3],
+        "{step}: changed\nlog:\n{}",
+        a.log()
+    );
+}
+
+/// A Node with `cpu` allocatable. `fake`: KWOK makes it Ready; otherwise it carries the
+/// given `ready` condition and nothing keeps it up to date.
+fn node(name: &str, cpu: &str, fake: bool, ready: &str) -> String {
+    let annotation = if fake {
+        "  annotations: {kwok.x-k8s.io/node: fake}\n"
+    } else {
+        ""
+    };
+    let conditions = if fake {
+        String::new()
+    } else {
+        format!(
+            "  conditions:\n  - {{type: Ready, status: \"{ready}\", reason: Test, lastHeartbeatTime: \"2026-01-01T00:00:00Z\", lastTransitionTime: \"2026-01-01T00:00:00Z\"}}\n"
+        )
+    };
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{autoscaler-test: \"yes\"}}\n{annotation}status:\n  capacity: {{cpu: \"{cpu}\", memory: 1Gi, pods: \"110\"}}\n  allocatable: {{cpu: \"{cpu}\", memory: 1Gi, pods: \"110\"}}\n{conditions}"
+    )
+}
+
+/// The three targets, each at `replicas`, with Pods of their own labels.
+fn targets(ns: &str, replicas: u32) -> String {
+    let pod = |app: &str| {
+        format!(
+            "    metadata: {{labels: {{app: {app}}}}}\n    spec: {{containers: [{{name: c, image: example.invalid/none}}]}}\n"
+        )
+    };
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: dns, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: dns}}}}\n  template:\n{}---\napiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {{name: rs, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: rs}}}}\n  template:\n{}---\napiVersion: v1\nkind: ReplicationController\nmetadata: {{name: rc, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  selector: {{app: rc}}\n  template:\n{}",
+        pod("dns"),
+        pod("rs"),
+        pod("rc")
+    )
+}
+
+/// Makes `mode` the ConfigMap's one data key, with `json` as its parameters.
+fn set_params(rig: &Rig, ns: &str, mode: &str, json: &str) {
+    // A merge patch: `null` removes the other mode's key.
+    let other = if mode == "linear" { "ladder" } else { "linear" };
+    let body = serde_json::json!({ "data": { mode: json, other: serde_json::Value::Null } });
+    kc(
+        rig,
+        &[
+            "-n",
+            ns,
+            "patch",
+            "configmap",
+            CM,
+            "--type=merge",
+            "-p",
+            &body.to_string(),
+        ],
+    );
+}
+
+#[test]
+fn replicas_follow_the_nodes_and_the_parameters() {
+    // One fake node of 4 CPUs (rig-node-0).
+    let Some(private) = PrivateRig::start_with_nodes(1, &[("RIG_NODE_CPU", "4")]) else {
+        return;
+    };
+    let rig = private.rig();
+    let ns = rig.namespace("autoscaler").expect("namespace");
+    let ns = ns.name().to_owned();
+    rig.apply_yaml(&targets(&ns, 5)).expect("targets");
+
+    let defaults =
+        r#"{"linear":{"coresPerReplica":5,"nodesPerReplica":3,"preventSinglePointFailure":true}}"#;
+    let a = Autoscaler::start(rig, private.dir(), &ns, defaults);
+
+    // 1 node, 4 cores: max(ceil(4/5), ceil(1/3)) = 1 (a scale-down from 5), with the
+    // ConfigMap created from the defaults as Go writes them.
+    wait_replicas(rig, &ns, &a, "1 node", 1);
+    let data = kc(
+        rig,
+        &["-n", &ns, "get", "configmap", CM, "-o", "jsonpath={.data}"],
+    );
+    assert_eq!(
+        data,
+        r#"{"linear":"{\"coresPerReplica\":5,\"nodesPerReplica\":3,\"preventSinglePointFailure\":true}"}"#
+    );
+    let log = a.log();
+    for t in TARGETS {
+        assert!(
+            log.contains(&format!(
+                "] Replicas are not as expected : updating {t} from 5 to 1"
+            )),
+            "{log}"
+        );
+    }
+    assert!(log.contains("] Cluster status: SchedulableNodes[1], TotalNodes[1], SchedulableCores[4], TotalCores[4]"), "{log}");
+    assert!(
+        log.contains(&format!("] Created ConfigMap {CM} in namespace {ns}")),
+        "{log}"
+    );
+    assert_eq!(a.get("/healthz"), Some((200, String::new())));
+    assert_eq!(a.get("/last-poll"), Some((200, String::new())));
+
+    // + n1 (500m): 2 nodes, ceil(4.5) = 5 cores: cores 1, nodes 1, single point of failure → 2.
+    rig.apply_yaml(&node("as-n1", "500m", true, ""))
+        .expect("n1");
+    wait_replicas(rig, &ns, &a, "2 nodes (SPOF)", 2);
+
+    // + n2 (3500m), n3 (7): 4 nodes, 15 cores (the sum rounded up once; rounding each
+    // node would give 16 → 4): max(ceil(15/5), ceil(4/3)) = 3.
+    rig.apply_yaml(&format!(
+        "{}---\n{}",
+        node("as-n2", "3500m", true, ""),
+        node("as-n3", "7", true, "")
+    ))
+    .expect("n2, n3");
+    wait_replicas(rig, &ns, &a, "4 nodes, 15 cores", 3);
+
+    // Cordon n3: 3 schedulable nodes, 8 cores: max(2, SPOF 2) = 2.
+    kc(rig, &["cordon", "as-n3"]);
+    wait_replicas(rig, &ns, &a, "n3 cordoned", 2);
+
+    // + n4, NotReady, 40 CPUs: not schedulable, nothing changes.
+    rig.apply_yaml(&node("as-n4", "40", false, "False"))
+        .expect("n4");
+    stays(rig, &ns, &a, "n4 NotReady", 2);
+
+    // includeUnschedulableNodes, on the fly: 5 nodes, 55 cores: max(11, 2) = 11.
+    set_params(
+        rig,
+        &ns,
+        "linear",
+        r#"{"coresPerReplica":5,"nodesPerReplica":3,"preventSinglePointFailure":true,"includeUnschedulableNodes":true}"#,
+    );
+    wait_replicas(rig, &ns, &a, "includeUnschedulableNodes", 11);
+
+    // Ladder, counting the unschedulable nodes: 5 nodes → step [4,1] gives 1, but a
+    // scale-down stops at what the 3 schedulable nodes give (step [0,4]): 4.
+    set_params(
+        rig,
+        &ns,
+        "ladder",
+        r#"{"nodesToReplicas":[[0,4],[4,1]],"includeUnschedulableNodes":true}"#,
+    );
+    wait_replicas(rig, &ns, &a, "ladder, scale-down floor", 4);
+    let data = kc(
+        rig,
+        &["-n", &ns, "get", "configmap", CM, "-o", "jsonpath={.data}"],
+    );
+    assert!(!data.contains("linear"), "{data}");
+
+    // Ladder may give 0: 3 schedulable nodes < 6.
+    set_params(rig, &ns, "ladder", r#"{"nodesToReplicas":[[0,0],[6,1]]}"#);
+    wait_replicas(rig, &ns, &a, "ladder 0", 0);
+
+    // Broken parameters: the poll fails naming the key, nothing is scaled (a target set by
+    // hand stays as it is), the last good parameters are kept.
+    set_params(rig, &ns, "ladder", r#"{"nodesToReplicas":[[1,-2]]}"#);
+    let body = a.wait_last_poll(500, "nodesToReplicas");
+    assert!(
+        body.starts_with("Encountered error at last poll cycle: ")
+            && body.contains("invalid negative values in entry [1 -2] in nodesToReplicas"),
+        "{body}"
+    );
+    for t in TARGETS {
+        kc(rig, &["-n", &ns, "scale", t, "--replicas=3"]);
+    }
+    stays(rig, &ns, &a, "broken parameters", 3);
+    assert!(
+        a.log().contains("Error ensuring controller: Error syncing configMap with controller: error parsing ladder params: invalid negative values in entry [1 -2] in nodesToReplicas"),
+        "{}",
+        a.log()
+    );
+    // A second data key is an error too.
+    let two = serde_json::json!({"data": {"linear": r#"{"nodesPerReplica":1}"#}}).to_string();
+    kc(
+        rig,
+        &[
+            "-n",
+            &ns,
+            "patch",
+            "configmap",
+            CM,
+            "--type=merge",
+            "-p",
+            &two,
+        ],
+    );
+    let body = a.wait_last_poll(500, "expected only one entry");
+    assert!(body.contains("expected only one entry"), "{body}");
+    stays(rig, &ns, &a, "two keys", 3);
+
+    // Fixed, back to linear: 8 schedulable cores (4 + 0.5 + 3.5) → 8.
+    set_params(rig, &ns, "linear", r#"{"coresPerReplica":1}"#);
+    wait_replicas(rig, &ns, &a, "fixed: linear 1 core per replica", 8);
+    a.wait_last_poll(200, "");
+
+    // Delete n2: ceil(4.5) = 5.
+    kc(rig, &["delete", "node", "as-n2"]);
+    wait_replicas(rig, &ns, &a, "n2 deleted", 5);
+
+    // Uncordon n3: 4 + 0.5 + 7 = 11.5 → 12.
+    kc(rig, &["uncordon", "as-n3"]);
+    wait_replicas(rig, &ns, &a, "n3 uncordoned", 12);
+    drop(a);
+
+    // A new autoscaler with other defaults: the existing ConfigMap wins.
+    let b = Autoscaler::start(
+        rig,
+        private.dir(),
+        &ns,
+        r#"{"linear":{"nodesPerReplica":1,"min":20}}"#,
+    );
+    b.wait_last_poll(200, "");
+    stays(rig, &ns, &b, "existing ConfigMap wins", 12);
+    let data = kc(
+        rig,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "configmap",
+            CM,
+            "-o",
+            "jsonpath={.data.linear}",
+        ],
+    );
+    assert_eq!(data, r#"{"coresPerReplica":1}"#);
+    assert!(!b.log().contains("Created ConfigMap"), "{}", b.log());
+
+    for n in ["as-n1", "as-n3", "as-n4"] {
+        let _ = rig.kubectl(&["delete", "node", n, "--wait=false"]);
+    }
+}
