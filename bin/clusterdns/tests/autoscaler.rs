@@ -32,19 +32,29 @@ struct Autoscaler {
 
 impl Autoscaler {
     fn start(rig: &Rig, dir: &Path, ns: &str, defaults: &str) -> Autoscaler {
+        let args = [
+            "autoscaler".to_owned(),
+            format!("--kubeconfig={}", rig.kubeconfig().display()),
+            format!("--namespace={ns}"),
+            format!("--configmap={CM}"),
+            "--target=Deployment/dns,ReplicaSet/rs,replicationcontroller/rc".to_owned(),
+            format!("--default-params={defaults}"),
+            "--poll-period-seconds=1".to_owned(),
+            "--logtostderr=true".to_owned(),
+            "--v=2".to_owned(),
+        ];
+        Autoscaler::spawn(dir, &args)
+    }
+
+    /// `clusterdns autoscaler ARGS --health-address=127.0.0.1:FREE`, logging to a file in
+    /// `dir`.
+    fn spawn(dir: &Path, args: &[String]) -> Autoscaler {
         let health = common::free_port();
         let log = dir.join(format!("autoscaler-{health}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(common::binary())
-            .arg("autoscaler")
-            .arg(format!("--kubeconfig={}", rig.kubeconfig().display()))
-            .arg(format!("--namespace={ns}"))
-            .arg(format!("--configmap={CM}"))
-            .arg("--target=Deployment/dns,ReplicaSet/rs,replicationcontroller/rc")
-            .arg(format!("--default-params={defaults}"))
-            .arg("--poll-period-seconds=1")
+            .args(args)
             .arg(format!("--health-address=127.0.0.1:{health}"))
-            .args(["--logtostderr=true", "--v=2"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
@@ -375,4 +385,198 @@ fn replicas_follow_the_nodes_and_the_parameters() {
     for n in ["as-n1", "as-n3", "as-n4"] {
         let _ = rig.kubectl(&["delete", "node", n, "--wait=false"]);
     }
+}
+
+/// `deploy/autoscaler` as kustomize renders it.
+fn manifests(rig: &Rig) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/autoscaler");
+    kc(rig, &["kustomize", dir.to_str().expect("utf-8 path")])
+}
+
+/// The manifests' objects are applied; the binary runs with the manifest's arguments and
+/// the ServiceAccount's token, nothing else: it scales `coredns`, recreates its ConfigMap,
+/// and the ServiceAccount may do nothing beyond what the autoscaler needs.
+#[test]
+fn runs_with_exactly_the_deployed_rbac() {
+    // Two fake nodes of 4 CPUs.
+    let Some(private) = PrivateRig::start_with_nodes(2, &[("RIG_NODE_CPU", "4")]) else {
+        return;
+    };
+    let rig = private.rig();
+    rig.apply_yaml(&manifests(rig)).expect("deploy/autoscaler");
+    rig.apply_yaml(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: coredns, namespace: kube-system}\nspec:\n  replicas: 5\n  selector: {matchLabels: {k8s-app: kube-dns}}\n  template:\n    metadata: {labels: {k8s-app: kube-dns}}\n    spec: {containers: [{name: c, image: example.invalid/none}]}\n",
+    )
+    .expect("coredns");
+
+    // A kubeconfig of the ServiceAccount's token alone.
+    let sa = "system:serviceaccount:kube-system:kube-dns-autoscaler";
+    let token = kc(
+        rig,
+        &[
+            "-n",
+            "kube-system",
+            "create",
+            "token",
+            "kube-dns-autoscaler",
+        ],
+    );
+    let kubeconfig = private.dir().join("autoscaler.kubeconfig");
+    std::fs::copy(rig.kubeconfig(), &kubeconfig).expect("copy kubeconfig");
+    let as_sa = |args: &[&str]| -> (bool, String) {
+        let out = Command::new(rig.bin("kubectl"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args(args)
+            .output()
+            .expect("kubectl");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let tok = format!("--token={}", token.trim());
+    assert!(as_sa(&["config", "set-credentials", "sa", &tok]).0);
+    assert!(as_sa(&["config", "set-context", "--current", "--user=sa"]).0);
+    let (_, who) = as_sa(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
+    assert_eq!(who.trim(), sa);
+
+    // Exactly the rules: what the autoscaler does is allowed, the next thing is not.
+    for (verb, what, allowed) in [
+        ("list", "nodes", true),
+        ("watch", "nodes", true),
+        ("get", "nodes", false),
+        ("get", "configmaps", true),
+        ("create", "configmaps", true),
+        ("update", "configmaps", false),
+        ("delete", "configmaps", false),
+        ("list", "configmaps", false),
+        ("get", "deployments.apps/scale", true),
+        ("update", "deployments.apps/scale", true),
+        ("patch", "deployments.apps/scale", false),
+        ("get", "replicasets.apps/scale", true),
+        ("update", "replicationcontrollers/scale", true),
+        ("update", "deployments.apps", false),
+        ("get", "deployments.apps", false),
+        ("list", "pods", false),
+        ("get", "secrets", false),
+    ] {
+        let (resource, sub) = what.split_once('/').unwrap_or((what, ""));
+        let sub = format!("--subresource={sub}");
+        let mut args = vec!["auth", "can-i", verb, resource, "-n", "kube-system"];
+        if sub != "--subresource=" {
+            args.push(&sub);
+        }
+        let (_, out) = as_sa(&args);
+        let want = if allowed { "yes" } else { "no" };
+        assert_eq!(
+            out.lines().next().unwrap_or(""),
+            want,
+            "{verb} {what}: {out}"
+        );
+    }
+
+    // The Deployment's own arguments, with the token's kubeconfig.
+    let dep: serde_json::Value = serde_json::from_str(&kc(
+        rig,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "deployment",
+            "kube-dns-autoscaler",
+            "-o",
+            "json",
+        ],
+    ))
+    .expect("json");
+    let mut args: Vec<String> = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string").to_owned())
+        .collect();
+    assert_eq!(args[0], "autoscaler");
+    args.push(format!("--kubeconfig={}", kubeconfig.display()));
+    args.push("--poll-period-seconds=1".to_owned());
+    let a = Autoscaler::spawn(private.dir(), &args);
+
+    // 2 nodes, 8 cores with CoreDNS's parameters: max(ceil(8/256), SPOF 2) = 2.
+    let coredns = || {
+        kc(
+            rig,
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "deployment",
+                "coredns",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ],
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while coredns() != "2" {
+        assert!(
+            Instant::now() < deadline,
+            "coredns at {}\n{}",
+            coredns(),
+            a.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        a.log().contains("updating deployment/coredns from 5 to 2"),
+        "{}",
+        a.log()
+    );
+
+    // Deleted, the ConfigMap is created again from --default-params.
+    kc(
+        rig,
+        &[
+            "-n",
+            "kube-system",
+            "delete",
+            "configmap",
+            "kube-dns-autoscaler",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !a
+        .log()
+        .contains("Created ConfigMap kube-dns-autoscaler in namespace kube-system")
+    {
+        assert!(Instant::now() < deadline, "not recreated\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let data = kc(
+        rig,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "kube-dns-autoscaler",
+            "-o",
+            "jsonpath={.data.linear}",
+        ],
+    );
+    let shipped = manifests(rig);
+    assert!(
+        shipped.contains(&format!("linear: '{data}'")),
+        "{data} is not the shipped ConfigMap's"
+    );
+    a.wait_last_poll(200, "");
+    let log = a.log();
+    assert!(!log.to_lowercase().contains("forbidden"), "{log}");
 }
