@@ -32,7 +32,11 @@ struct Autoscaler {
 
 impl Autoscaler {
     fn start(rig: &Rig, dir: &Path, ns: &str, defaults: &str) -> Autoscaler {
-        let args = [
+        Autoscaler::start_with(rig, dir, ns, defaults, &[])
+    }
+
+    fn start_with(rig: &Rig, dir: &Path, ns: &str, defaults: &str, extra: &[&str]) -> Autoscaler {
+        let mut args = vec![
             "autoscaler".to_owned(),
             format!("--kubeconfig={}", rig.kubeconfig().display()),
             format!("--namespace={ns}"),
@@ -43,6 +47,7 @@ impl Autoscaler {
             "--logtostderr=true".to_owned(),
             "--v=2".to_owned(),
         ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         Autoscaler::spawn(dir, &args)
     }
 
@@ -468,6 +473,10 @@ fn runs_with_exactly_the_deployed_rbac() {
         ("get", "deployments.apps", false),
         ("list", "pods", false),
         ("get", "secrets", false),
+        ("get", "leases.coordination.k8s.io", true),
+        ("create", "leases.coordination.k8s.io", true),
+        ("update", "leases.coordination.k8s.io", true),
+        ("delete", "leases.coordination.k8s.io", false),
     ] {
         let (resource, sub) = what.split_once('/').unwrap_or((what, ""));
         let sub = format!("--subresource={sub}");
@@ -579,4 +588,67 @@ fn runs_with_exactly_the_deployed_rbac() {
     a.wait_last_poll(200, "");
     let log = a.log();
     assert!(!log.to_lowercase().contains("forbidden"), "{log}");
+}
+
+/// Two autoscalers that disagree (the second sees no node through its `--nodelabels`): only
+/// the Lease's holder scales; when it stops, the other takes over.
+#[test]
+fn two_replicas_do_not_fight() {
+    let Some(private) = PrivateRig::start_with_nodes(3, &[("RIG_NODE_CPU", "4")]) else {
+        return;
+    };
+    let rig = private.rig();
+    let ns = rig.namespace("autoscaler-lease").expect("namespace");
+    let ns = ns.name().to_owned();
+    rig.apply_yaml(&targets(&ns, 2)).expect("targets");
+    let defaults = r#"{"linear":{"nodesPerReplica":1}}"#;
+
+    // A sees 3 nodes: 3 replicas.
+    let a = Autoscaler::start(rig, private.dir(), &ns, defaults);
+    wait_replicas(rig, &ns, &a, "A alone", 3);
+    assert!(
+        a.log().contains(&format!("Holding lease {ns}/{CM}")),
+        "{}",
+        a.log()
+    );
+
+    // B sees none (1 replica by the same parameters), but A holds the lease.
+    let b = Autoscaler::start_with(
+        rig,
+        private.dir(),
+        &ns,
+        defaults,
+        &["--nodelabels=no-such=node"],
+    );
+    b.wait_last_poll(200, "");
+    stays(rig, &ns, &b, "A and B", 3);
+    stays(rig, &ns, &b, "A and B, later", 3);
+    assert!(
+        !b.log().contains("Replicas are not as expected"),
+        "{}",
+        b.log()
+    );
+    assert!(!b.log().contains("Holding lease"), "{}", b.log());
+
+    // A stops: once its lease has not been renewed for its duration (5 s), B scales.
+    drop(a);
+    wait_replicas(rig, &ns, &b, "B after A", 1);
+    assert!(
+        b.log().contains(&format!("Holding lease {ns}/{CM}")),
+        "{}",
+        b.log()
+    );
+    let holder = kc(
+        rig,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "lease",
+            CM,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    assert!(holder.ends_with(&format!("_{}", b.child.id())), "{holder}");
 }

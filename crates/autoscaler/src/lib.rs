@@ -3,6 +3,7 @@
 mod error;
 pub mod flags;
 mod health;
+mod lease;
 mod log;
 pub mod nodes;
 pub mod params;

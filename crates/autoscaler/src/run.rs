@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use crate::error::PollError;
 use crate::flags::{Flags, Target};
 use crate::health::{self, LastPoll};
+use crate::lease::Elector;
 use crate::log::{error, info};
 use crate::nodes::{self, NodeInfo, NodeTable};
 use crate::params::{ClusterStatus, Params};
@@ -106,6 +107,13 @@ pub async fn run(flags: Flags, targets: Vec<Target>) -> Result<(), RunError> {
         let _ = tokio::time::timeout(Duration::from_millis(200), synced.notified()).await;
     }
 
+    let period = Duration::from_secs(flags.poll_period_seconds.unsigned_abs());
+    let mut elector = Elector::new(
+        client.clone(),
+        &flags.namespace,
+        &flags.configmap,
+        (period * 3).max(Duration::from_secs(5)),
+    );
     let mut state = Loop {
         client,
         namespace: flags.namespace.clone(),
@@ -115,12 +123,17 @@ pub async fn run(flags: Flags, targets: Vec<Target>) -> Result<(), RunError> {
         controller: None,
         rejected: None,
     };
-    let period = Duration::from_secs(flags.poll_period_seconds.unsigned_abs());
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failures = 0i64;
     loop {
         ticker.tick().await;
+        if !elector.lead().await {
+            // Another replica holds the lease and scales; waiting is healthy.
+            failures = 0;
+            last.set(None);
+            continue;
+        }
         let status = match nodes.lock() {
             Ok(n) => nodes::status(n.table.values()),
             Err(_) => ClusterStatus::default(),
