@@ -219,8 +219,10 @@ fn set_params(rig: &Rig, ns: &str, mode: &str, json: &str) {
 
 #[test]
 fn replicas_follow_the_nodes_and_the_parameters() {
-    // One fake node of 4 CPUs (rig-node-0).
-    let Some(private) = PrivateRig::start_with_nodes(1, &[("RIG_NODE_CPU", "4")]) else {
+    // One fake node of 4 CPUs (rig-node-0); the apiserver logs every request.
+    let Some(private) =
+        PrivateRig::start_with_nodes(1, &[("RIG_NODE_CPU", "4"), ("RIG_APISERVER_V", "3")])
+    else {
         return;
     };
     let rig = private.rig();
@@ -386,6 +388,24 @@ fn replicas_follow_the_nodes_and_the_parameters() {
     );
     assert_eq!(data, r#"{"coresPerReplica":1}"#);
     assert!(!b.log().contains("Created ConfigMap"), "{}", b.log());
+
+    // The nodes came from a watch: one LIST per autoscaler process over the whole run,
+    // not one per poll (the autoscaler's requests are those without a User-Agent: every
+    // other client of the rig sends one).
+    let node_lists: Vec<_> = private
+        .apiserver_requests()
+        .into_iter()
+        .filter(|r| {
+            r.verb == "LIST" && r.uri.starts_with("/api/v1/nodes") && r.user_agent.is_empty()
+        })
+        .collect();
+    let all: Vec<_> = private
+        .apiserver_requests()
+        .into_iter()
+        .filter(|r| r.uri.starts_with("/api/v1/nodes"))
+        .map(|r| format!("{} {} {}", r.verb, r.uri, r.user_agent))
+        .collect();
+    assert_eq!(node_lists.len(), 2, "{node_lists:#?}\n{all:#?}");
 
     for n in ["as-n1", "as-n3", "as-n4"] {
         let _ = rig.kubectl(&["delete", "node", n, "--wait=false"]);
