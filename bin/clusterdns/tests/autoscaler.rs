@@ -672,3 +672,56 @@ fn two_replicas_do_not_fight() {
     );
     assert!(holder.ends_with(&format!("_{}", b.child.id())), "{holder}");
 }
+
+/// The real binary's command line, without a cluster: pflag's errors (exit 2), upstream's
+/// validation lines (exit 1), `--version` under upstream's name.
+#[test]
+fn command_line_as_upstream() {
+    let run = |program: &Path, args: &[&str]| {
+        let out = Command::new(program).args(args).output().expect("run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let bin = common::binary();
+    let (code, _, err) = run(&bin, &["autoscaler", "--foo"]);
+    assert_eq!(code, Some(2));
+    assert!(err.starts_with("unknown flag: --foo\nUsage of "), "{err}");
+    assert!(err.contains("      --target string "), "{err}");
+    let (code, _, err) = run(&bin, &["autoscaler", "--poll-period-seconds", "x"]);
+    assert_eq!(code, Some(2));
+    assert!(err.starts_with(r#"invalid argument "x" for "--poll-period-seconds" flag: strconv.ParseInt: parsing "x": invalid syntax"#), "{err}");
+
+    let (code, _, err) = run(
+        &bin,
+        &["autoscaler", "--target=statefulset/web", "--namespace=ns"],
+    );
+    assert_eq!(code, Some(1));
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(lines[0].starts_with('E') && lines[0].ends_with("] Target format error. Please use 'deployment/*,replicationcontroller/*,replicaset/*' (not case sensitive, comma delimiter supported)."), "{err}");
+    assert!(
+        lines[1].ends_with("] --configmap parameter cannot be empty"),
+        "{err}"
+    );
+    assert!(
+        lines[2].ends_with("] failed to validate all input parameters"),
+        "{err}"
+    );
+
+    // Under upstream's name, the binary is the autoscaler.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cpa = dir.path().join("cluster-proportional-autoscaler");
+    std::os::unix::fs::symlink(&bin, &cpa).expect("symlink");
+    let (code, out, _) = run(&cpa, &["--version"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("clusterdns-"), "{out}");
+    let (code, _, err) = run(&cpa, &["-conf", "x"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.starts_with("unknown shorthand flag: 'c' in -conf"),
+        "{err}"
+    );
+}
