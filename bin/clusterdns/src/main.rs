@@ -1,8 +1,11 @@
 //! The `clusterdns` binary: one module per job, each wiring the libraries
-//! together (`serve`, CoreDNS's job; `node_cache`, node-local-dns's), plus what every job's process
-//! shares (`process`: runtime, signals, pidfile). Nothing else lives here.
+//! together (`serve`, CoreDNS's job; `node_cache`, node-local-dns's;
+//! `autoscaler`, cluster-proportional-autoscaler's), plus what every job's
+//! process shares (`process`: runtime, signals, pidfile). Nothing else lives
+//! here.
 
 mod alloc;
+mod autoscaler;
 mod node_cache;
 mod process;
 mod serve;
@@ -82,6 +85,9 @@ fn main() -> ExitCode {
     let mut argv = std::env::args();
     let argv0 = argv.next().unwrap_or_else(|| "clusterdns".into());
     let args: Vec<String> = argv.collect();
+    if let Some(code) = autoscaler::dispatch(&argv0, &args) {
+        return code;
+    }
     // node-local-dns's DaemonSet runs the image's `node-cache`; ours runs
     // as `clusterdns node-cache` or under that name.
     let name = std::path::Path::new(&argv0)
