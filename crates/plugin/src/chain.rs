@@ -70,6 +70,14 @@ pub trait Plugin: Send + Sync + 'static {
         Box::pin(async move { Flow::Fail(PluginError::NotAsync { plugin }) })
     }
 
+    /// Makes again the changes to the query ([`Request::edits`]) that
+    /// this plugin's `query` made before it returned `Next`: the
+    /// asynchronous path does not ask the plugins before the deferring one
+    /// again, yet the plugins behind them must see the query as changed.
+    fn edit(&self, req: &Request<'_>) {
+        let _ = req;
+    }
+
     /// Sees (and may edit) the reply of a query this plugin passed on,
     /// after the plugins behind it are done. Called in reverse chain
     /// order.
@@ -159,6 +167,9 @@ impl Chain {
         req: &Request<'_>,
         w: &mut ResponseWriter,
     ) -> Outcome {
+        for p in &self.plugins[..start] {
+            p.edit(req);
+        }
         for (i, p) in self.plugins.iter().enumerate().skip(start) {
             let mut flow = if deferred && i == start {
                 Flow::Async

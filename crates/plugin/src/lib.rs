@@ -48,7 +48,7 @@ mod writer;
 
 pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
-pub use request::{Family, Proto, Request};
+pub use request::{Edits, Family, Proto, Request};
 pub use setup::{ChainTail, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared};
 pub use writer::{OptAt, ResponseWriter};
 

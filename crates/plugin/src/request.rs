@@ -1,6 +1,7 @@
 //! The request a plugin sees: the parsed query plus where it came from.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Instant;
 
 use clusterdns_wire::{Class, Name, Query, Rtype};
@@ -64,6 +65,56 @@ pub struct Request<'a> {
     pub server: &'a str,
     /// When the query was received.
     pub received: Instant,
+    /// What the plugins before changed in the query.
+    pub edits: Edits,
+}
+
+/// The changes plugins make to a query on its way down the chain, for the
+/// plugins behind them, the upstream and the server's scrub to see:
+/// CoreDNS's plugins edit the `*dns.Msg` in place (*bufsize* its EDNS0
+/// payload size). The query bytes stay as received; atomics keep a
+/// [`Request`] shareable across the asynchronous path without a lock
+/// (one query is handled by one task at a time, so relaxed order does).
+#[derive(Debug, Default)]
+pub struct Edits {
+    /// The EDNS0 payload size, or 0 when unchanged.
+    udp_size: AtomicU16,
+}
+
+impl Edits {
+    /// Sets the query's EDNS0 payload size (only meaningful when the
+    /// query has an OPT record).
+    pub fn set_udp_size(&self, size: u16) {
+        self.udp_size.store(size, Ordering::Relaxed);
+    }
+
+    /// The EDNS0 payload size a plugin set, if any.
+    pub fn udp_size(&self) -> Option<u16> {
+        match self.udp_size.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// Whether no plugin changed anything.
+    pub fn is_empty(&self) -> bool {
+        self.udp_size().is_none()
+    }
+
+    /// The query's bytes with the changes made, copied into `buf` (for
+    /// a plugin that sends the query on, such as *forward*).
+    pub fn apply<'b>(&self, query: &Query<'_>, buf: &'b mut Vec<u8>) -> &'b [u8] {
+        buf.clear();
+        buf.extend_from_slice(query.raw());
+        if let (Some(size), Some(e)) = (self.udp_size(), query.edns()) {
+            // The OPT's CLASS (payload size) sits before TTL and RDLENGTH.
+            let at = e.options.start.wrapping_sub(8);
+            if let Some(dst) = buf.get_mut(at..at + 2) {
+                dst.copy_from_slice(&size.to_be_bytes());
+            }
+        }
+        buf
+    }
 }
 
 impl<'a> Request<'a> {
@@ -100,8 +151,17 @@ impl<'a> Request<'a> {
     /// least 512) over UDP, 65535 over TCP (CoreDNS `Request.Size`).
     pub fn size(&self) -> usize {
         match self.proto {
-            Proto::Udp => usize::from(self.query.udp_size()).max(512),
+            Proto::Udp => usize::from(self.udp_size()).max(512),
             Proto::Tcp => 65535,
+        }
+    }
+
+    /// The largest UDP reply the client accepts, as the plugins before
+    /// left the EDNS0 payload size (at least 512; 512 without EDNS).
+    pub fn udp_size(&self) -> u16 {
+        match (self.query.edns(), self.edits.udp_size()) {
+            (Some(_), Some(n)) => n,
+            _ => self.query.udp_size(),
         }
     }
 

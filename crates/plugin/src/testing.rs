@@ -67,6 +67,7 @@ pub fn request<'a>(q: &'a Query<'a>, zone: &'a Name) -> Request<'a> {
         zone,
         server: "dns://:53",
         received: Instant::now(),
+        edits: Default::default(),
     }
 }
 

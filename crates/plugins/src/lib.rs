@@ -7,6 +7,7 @@
 
 pub mod any;
 pub mod bind;
+pub mod bufsize;
 pub mod cache;
 pub mod chaos;
 pub mod errors;
@@ -33,6 +34,7 @@ use clusterdns_plugin::PluginDef;
 pub fn registry() -> Vec<PluginDef> {
     vec![
         reload::DEF,
+        bufsize::DEF,
         bind::DEF,
         ready::DEF,
         health::DEF,

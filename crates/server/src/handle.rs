@@ -172,7 +172,7 @@ fn prepare<'p, 'q, 'm>(
         Checked::Done(h) => return Prepared::Done(h),
         Checked::Refuse(q) => {
             refuse(q, w);
-            scrub(q, meta.proto, w);
+            scrub(q, meta.proto, None, w);
             return Prepared::Done(Handled::Reply);
         }
         Checked::Chain(q) => q,
@@ -180,7 +180,7 @@ fn prepare<'p, 'q, 'm>(
     match route(mux, q, w) {
         Some((at, zone, chain)) => Prepared::Run(q, at, zone, chain),
         None => {
-            scrub(q, meta.proto, w);
+            scrub(q, meta.proto, None, w);
             Prepared::Done(Handled::Reply)
         }
     }
@@ -201,6 +201,7 @@ fn request<'a>(
         zone,
         server: &mux.label,
         received: meta.received,
+        edits: Default::default(),
     }
 }
 
@@ -227,7 +228,7 @@ pub(crate) fn serve_sync<'p>(
         Ok(Err(at)) => return Handled::Defer(Resume { zone: zone_at, at }),
         Err(panic) => recovered(mux, &req, w, panic),
     }
-    scrub(q, meta.proto, w);
+    scrub(q, meta.proto, req.edits.udp_size(), w);
     Handled::Reply
 }
 
@@ -281,7 +282,7 @@ pub(crate) async fn serve_async(
         // Not a position of this mux: the caller must keep the table
         // that deferred the query. Refused rather than misrouted.
         refuse(q, w);
-        scrub(q, meta.proto, w);
+        scrub(q, meta.proto, None, w);
         return Handled::Reply;
     };
     let req = request(mux, q, zone, meta);
@@ -289,7 +290,7 @@ pub(crate) async fn serve_async(
     if let Err(panic) = ran {
         recovered(mux, &req, w, panic);
     }
-    scrub(q, meta.proto, w);
+    scrub(q, meta.proto, req.edits.udp_size(), w);
     Handled::Reply
 }
 
@@ -351,14 +352,19 @@ fn finish_plain(_packet: &[u8], _meta: Meta, w: &mut ResponseWriter) -> Handled 
 
 /// CoreDNS's ScrubWriter: mirror the query's EDNS0 (`SizeAndDo`), then
 /// truncate to what the client accepts (`Scrub`).
-pub(crate) fn scrub(q: &Query<'_>, proto: Proto, w: &mut ResponseWriter) {
-    if let Some(e) = q.edns() {
+/// `udp_size` is the payload size a plugin set in the query (*bufsize*):
+/// CoreDNS's scrub reads the query after the plugins changed it, so the
+/// reply advertises and is cut to that size.
+pub(crate) fn scrub(q: &Query<'_>, proto: Proto, udp_size: Option<u16>, w: &mut ResponseWriter) {
+    let size = q.edns().map(|e| udp_size.unwrap_or(e.udp_size));
+    if let (Some(e), Some(size)) = (q.edns(), size) {
         let opt = w.opt();
-        mirror_opt(q, e, opt, w.buffer_mut());
+        mirror_opt(q, e, size, opt, w.buffer_mut());
     }
-    let max = match proto {
-        Proto::Udp => usize::from(q.udp_size()).max(512),
-        Proto::Tcp => 65535,
+    let max = match (proto, size) {
+        (Proto::Udp, Some(n)) if udp_size.is_some() => usize::from(n).max(512),
+        (Proto::Udp, _) => usize::from(q.udp_size()).max(512),
+        (Proto::Tcp, _) => 65535,
     };
     let buf = w.buffer_mut();
     if buf.len() > max && truncate(buf, max).is_err() {
@@ -368,8 +374,8 @@ pub(crate) fn scrub(q: &Query<'_>, proto: Proto, w: &mut ResponseWriter) {
         let mut b = w.reply_query(q);
         b.set_rcode(Rcode::SERVFAIL);
         b.finish();
-        if let Some(e) = q.edns() {
-            mirror_opt(q, e, OptAt::Absent, w.buffer_mut());
+        if let (Some(e), Some(size)) = (q.edns(), size) {
+            mirror_opt(q, e, size, OptAt::Absent, w.buffer_mut());
         }
     }
 }
@@ -387,7 +393,13 @@ fn opt_ttl_offset(buf: &[u8], arcount: u16) -> Option<usize> {
 
 /// Gives the reply the query's OPT (size, DO, supported options) or
 /// normalises the OPT it already has, as `request.SizeAndDo` does.
-fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, opt: OptAt, buf: &mut Vec<u8>) {
+fn mirror_opt(
+    q: &Query<'_>,
+    e: &clusterdns_wire::Edns,
+    udp_size: u16,
+    opt: OptAt,
+    buf: &mut Vec<u8>,
+) {
     let Ok(h) = Header::parse(buf) else { return };
     let existing = match opt {
         OptAt::Absent => None,
@@ -399,7 +411,7 @@ fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, opt: OptAt, buf: &mut Ve
         // CLASS = the query's payload size; TTL &= 0xff00 clears the
         // extended rcode and version; DO set when the query had it.
         let class_off = ttl_off - 2;
-        buf[class_off..class_off + 2].copy_from_slice(&e.udp_size.to_be_bytes());
+        buf[class_off..class_off + 2].copy_from_slice(&udp_size.to_be_bytes());
         let ttl = u32::from_be_bytes([
             buf[ttl_off],
             buf[ttl_off + 1],
@@ -420,7 +432,7 @@ fn mirror_opt(q: &Query<'_>, e: &clusterdns_wire::Edns, opt: OptAt, buf: &mut Ve
     let start = buf.len();
     buf.push(0);
     buf.extend_from_slice(&41u16.to_be_bytes());
-    buf.extend_from_slice(&e.udp_size.to_be_bytes());
+    buf.extend_from_slice(&udp_size.to_be_bytes());
     let ttl: u32 = if e.do_bit { 0x8000 } else { 0 };
     buf.extend_from_slice(&ttl.to_be_bytes());
     let len_at = buf.len();

@@ -525,6 +525,7 @@ impl Inner {
                     zone: &zone,
                     server: &server,
                     received: Instant::now(),
+                    edits: Default::default(),
                 };
                 let mut w = ResponseWriter::new();
                 let outcome = tail.run_async(&r, &mut w).await;

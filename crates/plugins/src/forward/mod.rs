@@ -327,10 +327,18 @@ impl Forward {
             self.metrics.rejects.inc();
             return Flow::Fail(PluginError::Refused { plugin: "forward" });
         }
+        // The query as the plugins before changed it (bufsize's payload
+        // size): CoreDNS forwards the edited message.
+        let mut edited = Vec::new();
+        let packet = if req.edits.is_empty() {
+            req.query.raw()
+        } else {
+            req.edits.apply(req.query, &mut edited)
+        };
         // HINFO is the loop plugin's probe: coalescing it with itself
         // would hide a forwarding loop, so it always goes upstream.
         if req.qtype() == clusterdns_wire::Rtype::HINFO {
-            return match self.resolve(req.query.raw(), req.proto).await {
+            return match self.resolve(packet, req.proto).await {
                 Ok(reply) => self.write_reply(req, w, &reply),
                 Err(source) => Flow::Fail(PluginError::Upstream {
                     plugin: "forward",
@@ -355,7 +363,7 @@ impl Forward {
         };
         let Some(rx) = rx else {
             let leader = Leader { f: self, key };
-            let r = self.resolve(req.query.raw(), req.proto).await;
+            let r = self.resolve(packet, req.proto).await;
             leader.finish(&r);
             return match r {
                 Ok(reply) => self.write_reply(req, w, &reply),

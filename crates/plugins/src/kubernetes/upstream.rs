@@ -33,6 +33,7 @@ pub(super) async fn lookup(
         zone: req.zone,
         server: req.server,
         received: req.received,
+        edits: Default::default(),
     };
     let mut w = ResponseWriter::new();
     let _ = tail.run_async(&sub, &mut w).await;

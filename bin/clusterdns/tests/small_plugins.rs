@@ -1,0 +1,196 @@
+//! The small plugins of issue 17 (bufsize, minimal, header, nsid, …)
+//! against the reference CoreDNS: the same cluster-style Corefile to both,
+//! the same queries, every answer compared. Each test skips when the
+//! reference binary is not built (`scripts/rig build`), unless
+//! `CLUSTERDNS_REQUIRE_RIG=1`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clusterdns_test_support::{
+    Differential, Query, RunningServer, ServerSpec, coredns_or_skip, log_lines,
+};
+
+fn clusterdns() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
+}
+
+/// Both servers on `corefile` with `vars` substituted.
+fn differential(coredns: &Path, corefile: &str, vars: &[(&str, &str)]) -> Differential {
+    let mut r = ServerSpec::coredns_at(coredns, corefile);
+    let mut c = ServerSpec::clusterdns_at(clusterdns(), corefile);
+    for (k, v) in vars {
+        r = r.var(k, v);
+        c = c.var(k, v);
+    }
+    Differential::between(None, r, c).expect("start both")
+}
+
+/// Sends every query over UDP and TCP to both; the disagreements.
+fn disagreements(diff: &Differential, queries: &[Query]) -> Vec<String> {
+    let mut out = Vec::new();
+    for q in queries {
+        for c in diff.query_udp_and_tcp(q) {
+            if !c.agree() {
+                out.push(c.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A hosts block with `n` addresses for `big.cluster.local` (a reply
+/// larger than 1232 bytes once past 75 or so) and one for `api`.
+fn hosts_block(n: u8) -> String {
+    let mut s = String::from("    hosts {\n        10.0.0.1 api.cluster.local\n");
+    for i in 0..n {
+        s.push_str(&format!("        10.1.0.{i} big.cluster.local\n"));
+    }
+    s.push_str("        fallthrough\n    }\n");
+    s
+}
+
+/// A cluster Corefile's head (errors, health, ready as kubeadm writes
+/// them) with `plugins` added, then hosts in place of kubernetes.
+fn cluster_corefile(plugins: &str, hosts: &str) -> String {
+    format!(
+        "cluster.local:@PORT@ {{\n    bind 127.0.0.1\n    errors\n{plugins}{hosts}    cache 30\n}}\n"
+    )
+}
+
+/// Waits until `s` logged `n` query lines; their BUFSIZE fields.
+fn logged_bufsizes(s: &RunningServer, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lines = log_lines(&s.log_all());
+        if lines.len() >= n || Instant::now() > deadline {
+            return lines
+                .iter()
+                .map(|l| l.get("bufsize").unwrap_or("?").to_string())
+                .collect();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bufsize_caps_the_reply_and_what_is_forwarded() {
+    let coredns = coredns_or_skip!();
+    for plugins in ["    bufsize\n", "    bufsize 512\n", "    bufsize 4096\n"] {
+        let corefile = cluster_corefile(plugins, &hosts_block(100));
+        let diff = differential(&coredns, &corefile, &[]);
+        let mut qs = Vec::new();
+        for size in [0u16, 512, 1000, 1232, 1400, 4096, 65535] {
+            for name in ["api.cluster.local", "big.cluster.local"] {
+                let q = Query::new(name, "A");
+                qs.push(if size == 0 { q } else { q.edns(size) });
+            }
+        }
+        qs.push(Query::new("big.cluster.local", "A").edns(4096).dnssec_ok());
+        let d = disagreements(&diff, &qs);
+        assert!(d.is_empty(), "{plugins}{}", d.join("\n"));
+    }
+}
+
+/// An upstream (the reference itself) that logs each query and answers
+/// every A question under `example.` with one address.
+const UPSTREAM: &str = ".:@PORT@ {
+    bind 127.0.0.1
+    log
+    template IN A example {
+        answer \"{{ .Name }} 60 IN A 10.0.0.1\"
+    }
+}
+";
+
+#[test]
+fn bufsize_lowers_the_size_sent_upstream() {
+    let coredns = coredns_or_skip!();
+    // The upstream logs the payload size each query reached it with.
+    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
+        .expect("upstream");
+    let port = up.addr.port().to_string();
+    let corefile = ".:@PORT@ {\n    bind 127.0.0.1\n    errors\n    bufsize 1100\n    forward . 127.0.0.1:@UP@\n}\n";
+    let diff = differential(&coredns, corefile, &[("UP", &port)]);
+    let qs = [
+        Query::new("a.example", "A").edns(4096),
+        Query::new("b.example", "A").edns(1000),
+        Query::new("c.example", "A"),
+    ];
+    // Over UDP only: CoreDNS logs 65535 as the size of any TCP query.
+    let d: Vec<String> = qs
+        .iter()
+        .map(|q| diff.query(q))
+        .filter(|c| !c.agree())
+        .map(|c| c.to_string())
+        .collect();
+    // The reference went first each time: its size, then ours.
+    let sizes = logged_bufsizes(&up, qs.len() * 2);
+    assert_eq!(sizes.len(), qs.len() * 2, "{}", up.log_all());
+    for pair in sizes.chunks(2) {
+        assert_eq!(pair[0], pair[1], "upstream saw {sizes:?}");
+    }
+    assert_eq!(sizes, ["1100", "1100", "1000", "1000", "512", "512"]);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}
+
+/// What a server printed about a Corefile it refused: its first line that
+/// is not Go's start-up noise, with CoreDNS's doubled `plugin/NAME: `
+/// prefix (its setups wrap their parse errors twice) said once, a
+/// difference the plugins' READMEs list.
+fn error_line(out: &str) -> String {
+    let line = out
+        .lines()
+        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
+        .unwrap_or("");
+    match line.split_once(": ") {
+        Some((head, rest))
+            if head.starts_with("plugin/") && rest.starts_with(&format!("{head}: ")) =>
+        {
+            rest.to_string()
+        }
+        _ => line.to_string(),
+    }
+}
+
+/// Each Corefile is refused by both with the same text (or started by
+/// both); the cases that differ.
+fn setup_errors_differ(coredns: &Path, cases: &[&str]) -> Vec<String> {
+    use clusterdns_test_support::run_corefile;
+    let mut failed = Vec::new();
+    for case in cases {
+        let run = |program: &Path| {
+            let port = clusterdns_test_support::free_port()
+                .expect("a free port")
+                .to_string();
+            let text = case.replace("@P@", &port);
+            run_corefile(program, &text, Duration::from_millis(1500)).expect("run")
+        };
+        let (theirs, ours) = (run(coredns), run(clusterdns()));
+        let (t, o) = (
+            theirs.map_or("started".into(), |t| error_line(&t)),
+            ours.map_or("started".into(), |o| error_line(&o)),
+        );
+        if t != o {
+            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
+        }
+    }
+    failed
+}
+
+#[test]
+fn bufsize_setup_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let d = setup_errors_differ(
+        &coredns,
+        &[
+            ".:@P@ {\n    bufsize 511\n    whoami\n}\n",
+            ".:@P@ {\n    bufsize 4097\n    whoami\n}\n",
+            ".:@P@ {\n    bufsize x\n    whoami\n}\n",
+            ".:@P@ {\n    bufsize 1232 1232\n    whoami\n}\n",
+            ".:@P@ {\n    bufsize\n    bufsize 600\n    whoami\n}\n",
+            ".:@P@ {\n    bufsize 512 {\n        foo\n    }\n    whoami\n}\n",
+        ],
+    );
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}
