@@ -107,9 +107,7 @@ const UPSTREAM: &str = ".:@PORT@ {
 fn bufsize_lowers_the_size_sent_upstream() {
     let coredns = coredns_or_skip!();
     // The upstream logs the payload size each query reached it with.
-    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
-        .expect("upstream");
-    let port = up.addr.port().to_string();
+    let (up, port) = upstream(&coredns, UPSTREAM);
     let corefile = ".:@PORT@ {\n    bind 127.0.0.1\n    errors\n    bufsize 1100\n    forward . 127.0.0.1:@UP@\n}\n";
     let diff = differential(&coredns, corefile, &[("UP", &port)]);
     let qs = [
@@ -190,6 +188,81 @@ fn bufsize_setup_errors_read_as_coredns() {
             ".:@P@ {\n    bufsize 1232 1232\n    whoami\n}\n",
             ".:@P@ {\n    bufsize\n    bufsize 600\n    whoami\n}\n",
             ".:@P@ {\n    bufsize 512 {\n        foo\n    }\n    whoami\n}\n",
+        ],
+    );
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}
+
+/// An upstream (the reference) whose replies have authority and
+/// additional sections: a full answer, NXDOMAIN and NODATA with a SOA, a
+/// delegation.
+const SECTIONS_UPSTREAM: &str = r#".:@PORT@ {
+    bind 127.0.0.1
+    template IN A full.example {
+        answer "{{ .Name }} 60 IN A 10.0.0.1"
+        authority "full.example. 60 IN NS ns.full.example."
+        additional "ns.full.example. 60 IN A 10.0.0.53"
+    }
+    template IN A nx.example {
+        rcode NXDOMAIN
+        authority "nx.example. 60 IN SOA ns.nx.example. host.nx.example. 1 7200 1800 86400 30"
+        additional "ns.nx.example. 60 IN A 10.0.0.53"
+    }
+    template IN A nodata.example {
+        authority "nodata.example. 60 IN SOA ns.nodata.example. host.nodata.example. 1 7200 1800 86400 30"
+    }
+    template IN A deleg.example {
+        authority "deleg.example. 60 IN NS ns.deleg.example."
+        additional "ns.deleg.example. 60 IN A 10.0.0.54"
+    }
+}
+"#;
+
+/// The reference as an upstream on `corefile`, and its port.
+fn upstream(coredns: &Path, corefile: &str) -> (RunningServer, String) {
+    let up = RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
+        .expect("upstream");
+    let port = up.addr.port().to_string();
+    (up, port)
+}
+
+#[test]
+fn minimal_trims_what_coredns_trims() {
+    let coredns = coredns_or_skip!();
+    let (_up, port) = upstream(&coredns, SECTIONS_UPSTREAM);
+    for plugins in ["    cache 30\n    minimal\n", "    minimal\n"] {
+        let corefile = format!(
+            ".:@PORT@ {{\n    bind 127.0.0.1\n    errors\n{plugins}    forward . 127.0.0.1:@UP@\n}}\n"
+        );
+        let diff = differential(&coredns, &corefile, &[("UP", &port)]);
+        let mut qs = Vec::new();
+        for name in [
+            "full.example",
+            "nx.example",
+            "nodata.example",
+            "deleg.example",
+        ] {
+            qs.push(Query::new(name, "A"));
+            qs.push(Query::new(name, "A").edns(1232));
+            qs.push(Query::new(name, "A").edns(4096).dnssec_ok());
+        }
+        // Twice: the second round comes from the cache where there is one.
+        for _ in 0..2 {
+            let d = disagreements(&diff, &qs);
+            assert!(d.is_empty(), "{plugins}{}", d.join("\n"));
+        }
+    }
+}
+
+#[test]
+fn minimal_setup_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let d = setup_errors_differ(
+        &coredns,
+        &[
+            ".:@P@ {\n    minimal foo\n    whoami\n}\n",
+            ".:@P@ {\n    minimal\n    minimal\n    whoami\n}\n",
+            ".:@P@ {\n    minimal {\n        foo\n    }\n    whoami\n}\n",
         ],
     );
     assert!(d.is_empty(), "{}", d.join("\n"));

@@ -39,6 +39,7 @@ pub use clusterdns_corefile::duration;
 mod error;
 pub mod parse;
 mod request;
+pub mod response;
 pub mod setup;
 /// Query packets, requests and reply decoding for tests; never in the
 /// product (other crates' tests turn on the `test-util` feature).

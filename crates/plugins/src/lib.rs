@@ -18,6 +18,7 @@ pub mod kubernetes;
 pub mod loadbalance;
 pub mod log;
 pub mod loop_;
+pub mod minimal;
 pub mod prometheus;
 pub mod ready;
 pub mod reload;
@@ -45,6 +46,7 @@ pub fn registry() -> Vec<PluginDef> {
         chaos::DEF,
         loadbalance::DEF,
         cache::DEF,
+        minimal::DEF,
         hosts::DEF,
         kubernetes::DEF,
         loop_::DEF,

@@ -81,6 +81,19 @@ pub fn no_args(d: &Directive) -> Result<(), ConfigError> {
     }
 }
 
+/// A directive that takes neither argument nor block (CoreDNS's `if
+/// c.NextArg() { return c.ArgErr() }`: the `{` of a block is the
+/// unexpected argument, which Caddy words apart). An empty block (`{}`)
+/// leaves no trace in the parsed directive and goes unnoticed.
+pub fn no_args_or_block(d: &Directive) -> Result<(), ConfigError> {
+    no_args(d)?;
+    if d.block.is_empty() {
+        Ok(())
+    } else {
+        Err(d.err("Unexpected token '{', expecting argument"))
+    }
+}
+
 /// An integer argument, with the text of Go's `strconv.Atoi` for anything
 /// that is not one of type `T`.
 pub fn atoi<T: FromStr>(d: &Directive, s: &str) -> Result<T, ConfigError> {

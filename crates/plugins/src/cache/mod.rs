@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use clusterdns_plugin::response::Kind;
 use clusterdns_plugin::{ChainTail, Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter};
 use clusterdns_wire::{Class, Message, Name, Query, Rcode, Rtype};
 
@@ -88,19 +89,6 @@ impl Default for Config {
     }
 }
 
-/// How CoreDNS classifies a reply (`response.Typify`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    NoError,
-    NameError,
-    NoData,
-    Delegation,
-    ServerError,
-    Meta,
-    Update,
-    OtherError,
-}
-
 struct Inner {
     cfg: Config,
     pos: Store,
@@ -141,41 +129,6 @@ fn matches_any(zones: &[Name], name: &Name) -> bool {
 /// maximum (so `cache 1` gives 1s even with the default minimum of 5s).
 fn clamp(ttl: u32, min: u32, max: u32) -> u32 {
     ttl.max(min).min(max)
-}
-
-fn typify(m: &Message<'_>) -> Kind {
-    let h = m.header();
-    match h.opcode().0 {
-        5 => return Kind::Update,
-        4 => return Kind::Meta,
-        _ => {}
-    }
-    if let Some((_, qtype, _)) = m.question()
-        && (qtype == Rtype::AXFR || qtype == Rtype::IXFR)
-    {
-        return Kind::Meta;
-    }
-    let rcode = h.rcode_low();
-    if h.ancount > 0 && rcode == 0 {
-        return Kind::NoError;
-    }
-    let mut soa = false;
-    let mut ns = 0;
-    for r in m.section(clusterdns_wire::Section::Authority) {
-        if r.rtype == Rtype::SOA {
-            soa = true;
-        } else if r.rtype == Rtype::NS {
-            ns += 1;
-        }
-    }
-    match rcode {
-        0 if soa => Kind::NoData,
-        3 if soa => Kind::NameError,
-        2 => Kind::ServerError,
-        0 if ns > 0 => Kind::Delegation,
-        0 => Kind::NoError,
-        _ => Kind::OtherError,
-    }
 }
 
 /// Whether the answer section answers the question (CoreDNS's cache
@@ -395,7 +348,7 @@ impl Inner {
             return false;
         };
         let hdr = m.header();
-        let mut kind = typify(&m);
+        let mut kind = Kind::of(&m);
         // CoreDNS 1.14 caches a NOERROR reply with answers only if they
         // answer the question (its type and class at the end of the CNAME
         // chain); one that does not is NODATA when an SOA bounds it, else
