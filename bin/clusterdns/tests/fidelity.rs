@@ -601,24 +601,9 @@ fn error_line(out: &str) -> String {
         .to_string()
 }
 
-/// Drops `FILE:LINE - Error during parsing: ` from `line`: clusterdns
-/// names the place of every setup error, CoreDNS of some (README,
-/// Differences from CoreDNS).
-fn without_location(line: &str) -> String {
-    match line.find(" - Error during parsing: ") {
-        Some(i) => {
-            let head = &line[..i];
-            let start = head.rfind(' ').map_or(0, |j| j + 1);
-            let rest = &line[i + " - Error during parsing: ".len()..];
-            format!("{}{rest}", &line[..start])
-        }
-        None => line.to_string(),
-    }
-}
-
 #[test]
 fn corefile_errors_read_as_coredns_prints_them() {
-    use clusterdns_test_support::run_corefile;
+    use clusterdns_test_support::{run_corefile, without_location};
     let coredns = coredns_or_skip!();
     // Refused by both with the same text, or started by both.
     let cases = [

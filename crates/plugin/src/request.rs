@@ -1,7 +1,7 @@
 //! The request a plugin sees: the parsed query plus where it came from.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::Instant;
 
 use clusterdns_wire::{Class, Name, Query, Rtype};
@@ -79,6 +79,14 @@ pub struct Request<'a> {
 pub struct Edits {
     /// The EDNS0 payload size, or 0 when unchanged.
     udp_size: AtomicU16,
+    /// Header flag bits set (*header*'s query rules).
+    flags_set: AtomicU16,
+    /// Header flag bits cleared.
+    flags_clear: AtomicU16,
+    /// The same three as the server sees them (see [`Edits::detach`]).
+    server: [AtomicU16; 3],
+    /// A plugin handed the plugins behind it a copy of the query.
+    detached: AtomicBool,
 }
 
 impl Edits {
@@ -86,6 +94,44 @@ impl Edits {
     /// query has an OPT record).
     pub fn set_udp_size(&self, size: u16) {
         self.udp_size.store(size, Ordering::Relaxed);
+        self.share();
+    }
+
+    /// Marks that the plugins from here on work on a copy of the query,
+    /// as behind CoreDNS's *cache* (which copies the message it passes
+    /// on): their changes are no longer seen by the server's scrub and
+    /// error replies, which keep reading the query as it was then.
+    pub fn detach(&self) {
+        self.detached.store(true, Ordering::Relaxed);
+    }
+
+    /// Copies the changes to the server's view, until detached.
+    fn share(&self) {
+        if self.detached.load(Ordering::Relaxed) {
+            return;
+        }
+        for (dst, src) in
+            self.server
+                .iter()
+                .zip([&self.udp_size, &self.flags_set, &self.flags_clear])
+        {
+            dst.store(src.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
+    /// The EDNS0 payload size as the server sees it (for its scrub).
+    pub fn server_udp_size(&self) -> Option<u16> {
+        match self.server[0].load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// `flags` as the server sees them (for its error replies).
+    pub fn server_flags(&self, flags: u16) -> u16 {
+        let s = self.server[1].load(Ordering::Relaxed);
+        let c = self.server[2].load(Ordering::Relaxed);
+        (flags & !c) | s
     }
 
     /// The EDNS0 payload size a plugin set, if any.
@@ -96,9 +142,33 @@ impl Edits {
         }
     }
 
+    /// Sets the header flag bits of `set` and clears those of `clear`,
+    /// after the changes made before.
+    pub fn set_flags(&self, set: u16, clear: u16) {
+        let (s, c) = self.flag_masks();
+        self.flags_set.store((s & !clear) | set, Ordering::Relaxed);
+        self.flags_clear
+            .store((c & !set) | clear, Ordering::Relaxed);
+        self.share();
+    }
+
+    /// The flag bits set and cleared so far.
+    fn flag_masks(&self) -> (u16, u16) {
+        (
+            self.flags_set.load(Ordering::Relaxed),
+            self.flags_clear.load(Ordering::Relaxed),
+        )
+    }
+
+    /// `flags` (a query's header flags) with the changes made.
+    pub fn flags(&self, flags: u16) -> u16 {
+        let (s, c) = self.flag_masks();
+        (flags & !c) | s
+    }
+
     /// Whether no plugin changed anything.
     pub fn is_empty(&self) -> bool {
-        self.udp_size().is_none()
+        self.udp_size().is_none() && self.flag_masks() == (0, 0)
     }
 
     /// The query's bytes with the changes made, copied into `buf` (for
@@ -106,6 +176,8 @@ impl Edits {
     pub fn apply<'b>(&self, query: &Query<'_>, buf: &'b mut Vec<u8>) -> &'b [u8] {
         buf.clear();
         buf.extend_from_slice(query.raw());
+        let (set, clear) = self.flag_masks();
+        clusterdns_wire::set_flags(buf, set, clear);
         if let (Some(size), Some(e)) = (self.udp_size(), query.edns()) {
             // The OPT's CLASS (payload size) sits before TTL and RDLENGTH.
             let at = e.options.start.wrapping_sub(8);
@@ -163,6 +235,11 @@ impl<'a> Request<'a> {
             (Some(_), Some(n)) => n,
             _ => self.query.udp_size(),
         }
+    }
+
+    /// The query's RD bit as the plugins before left it.
+    pub fn rd(&self) -> bool {
+        self.edits.flags(self.query.header().flags) & clusterdns_wire::FLAG_RD != 0
     }
 
     /// Whether the DO bit was set.

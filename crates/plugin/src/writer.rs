@@ -2,7 +2,7 @@
 
 use std::any::Any;
 
-use clusterdns_wire::{Header, Message, MessageBuilder, Query, Rcode};
+use clusterdns_wire::{Header, Message, MessageBuilder, Opcode, Query, Rcode};
 
 use crate::Request;
 
@@ -57,9 +57,23 @@ impl ResponseWriter {
 
     /// Starts a reply to `req`: header (ID, opcode, RD, CD copied, QR set)
     /// and the question exactly as the client sent it (its case kept).
+    /// RD is copied as the plugins before left it (*header*'s query
+    /// rules), as CoreDNS's `SetReply` copies it from the edited message.
     /// Anything written before is discarded.
     pub fn reply<'w>(&'w mut self, req: &Request<'_>) -> MessageBuilder<'w> {
-        self.reply_query(req.query)
+        let h = req.query.header();
+        let flags = req.edits.flags(h.flags);
+        self.reply_flags(req, flags)
+    }
+
+    /// A reply to `req` whose RD comes from `flags`.
+    fn reply_flags<'w>(&'w mut self, req: &Request<'_>, flags: u16) -> MessageBuilder<'w> {
+        let h = req.query.header();
+        let mut b = self.reply_query(req.query);
+        if h.opcode() == Opcode::QUERY && flags != h.flags {
+            b.set_rd(flags & clusterdns_wire::FLAG_RD != 0);
+        }
+        b
     }
 
     /// Like [`ResponseWriter::reply`], from the bare query (for replies
@@ -100,8 +114,10 @@ impl ResponseWriter {
     /// never passed the writers the plugins wrapped, so it is
     /// [`ResponseWriter::written_by_server`]: CoreDNS's metrics count it
     /// with an empty `plugin` label and a size of 0.
+    /// RD is the query's as the server sees it ([`crate::Edits::detach`]).
     pub fn write_error(&mut self, req: &Request<'_>, rcode: Rcode) {
-        let mut b = self.reply(req);
+        let flags = req.edits.server_flags(req.query.header().flags);
+        let mut b = self.reply_flags(req, flags);
         b.set_rcode(rcode);
         b.finish();
         self.by_server = true;

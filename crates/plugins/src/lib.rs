@@ -12,6 +12,7 @@ pub mod cache;
 pub mod chaos;
 pub mod errors;
 pub mod forward;
+pub mod header;
 pub mod health;
 pub mod hosts;
 pub mod kubernetes;
@@ -46,6 +47,7 @@ pub fn registry() -> Vec<PluginDef> {
         chaos::DEF,
         loadbalance::DEF,
         cache::DEF,
+        header::DEF,
         minimal::DEF,
         hosts::DEF,
         kubernetes::DEF,

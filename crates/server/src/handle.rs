@@ -228,7 +228,7 @@ pub(crate) fn serve_sync<'p>(
         Ok(Err(at)) => return Handled::Defer(Resume { zone: zone_at, at }),
         Err(panic) => recovered(mux, &req, w, panic),
     }
-    scrub(q, meta.proto, req.edits.udp_size(), w);
+    scrub(q, meta.proto, req.edits.server_udp_size(), w);
     Handled::Reply
 }
 
@@ -290,7 +290,7 @@ pub(crate) async fn serve_async(
     if let Err(panic) = ran {
         recovered(mux, &req, w, panic);
     }
-    scrub(q, meta.proto, req.edits.udp_size(), w);
+    scrub(q, meta.proto, req.edits.server_udp_size(), w);
     Handled::Reply
 }
 

@@ -410,6 +410,21 @@ pub fn run(program: &Path, args: &[&str]) -> io::Result<RunOutput> {
     })
 }
 
+/// Drops `FILE:LINE - Error during parsing: ` from `line`: clusterdns
+/// names the place of every setup error, CoreDNS of some (README,
+/// Differences from CoreDNS).
+pub fn without_location(line: &str) -> String {
+    match line.find(" - Error during parsing: ") {
+        Some(i) => {
+            let head = &line[..i];
+            let start = head.rfind(' ').map_or(0, |j| j + 1);
+            let rest = &line[i + " - Error during parsing: ".len()..];
+            format!("{}{rest}", &line[..start])
+        }
+        None => line.to_string(),
+    }
+}
+
 /// Runs `program -conf FILE` on `corefile` that is expected to fail, and
 /// returns what it printed, stdout then stderr, with the Corefile's path
 /// replaced by `Corefile`. `None` when the program was still running

@@ -351,6 +351,11 @@ impl<'b> MessageBuilder<'b> {
         header::set_ra(self.buf, on);
     }
 
+    /// Sets or clears RD.
+    pub fn set_rd(&mut self, on: bool) {
+        header::set_rd(self.buf, on);
+    }
+
     /// Sets or clears TC.
     pub fn set_tc(&mut self, on: bool) {
         header::set_tc(self.buf, on);

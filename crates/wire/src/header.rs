@@ -229,6 +229,17 @@ pub fn set_ad(msg: &mut [u8], on: bool) {
     patch_flags(msg, |h| h.set_flag(FLAG_AD, on));
 }
 
+/// Sets or clears RD in place. No-op on a too-short buffer.
+pub fn set_rd(msg: &mut [u8], on: bool) {
+    patch_flags(msg, |h| h.set_flag(FLAG_RD, on));
+}
+
+/// Sets the flag bits of `set` and clears those of `clear` in place
+/// (`set` wins where both name a bit). No-op on a too-short buffer.
+pub fn set_flags(msg: &mut [u8], set: u16, clear: u16) {
+    patch_flags(msg, |h| h.flags = (h.flags & !clear) | set);
+}
+
 /// Replaces the low 4 rcode bits in place. No-op on a too-short buffer.
 pub fn set_rcode_low(msg: &mut [u8], rc: u8) {
     patch_flags(msg, |h| h.set_rcode_low(rc));

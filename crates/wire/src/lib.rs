@@ -108,7 +108,10 @@ pub mod types;
 pub use build::{MessageBuilder, RData, Section};
 pub use edns::{DEFAULT_EDNS_SIZE, Edns, EdnsOptions, MAX_MESSAGE_LEN, MAX_UDP_PLAIN};
 pub use error::{NameError, ParseError, QueryError, TruncationError};
-pub use header::{HEADER_LEN, Header, set_aa, set_id, set_ra, set_rcode_low, set_tc};
+pub use header::{
+    FLAG_AA, FLAG_RA, FLAG_RD, HEADER_LEN, Header, set_aa, set_flags, set_id, set_ra,
+    set_rcode_low, set_rd, set_tc,
+};
 pub use message::{Message, RecordView, Records};
 pub use name::{Name, parse_reverse, reverse_name};
 pub use query::{Detached, Query};

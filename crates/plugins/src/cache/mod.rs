@@ -516,7 +516,14 @@ impl Plugin for Cache {
         "cache"
     }
 
+    fn edit(&self, req: &Request<'_>) {
+        req.edits.detach();
+    }
+
     fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        // CoreDNS's cache passes on a copy of the query: what the plugins
+        // behind it change (header's query rules) the server never sees.
+        req.edits.detach();
         let inner = &self.inner;
         if !inner.in_zone(req.qname_lower()) {
             return Flow::Next;
