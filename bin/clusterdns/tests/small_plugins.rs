@@ -361,3 +361,88 @@ fn header_query_rules_reach_the_servers_errors_without_a_cache() {
         assert!(d.is_empty(), "{rules}\n{}", d.join("\n"));
     }
 }
+
+/// A query for `name` A with RD and an OPT record of payload size `size`
+/// carrying `options` (`(code, data)`), as bytes.
+fn query_with_options(name: &str, size: u16, do_bit: bool, options: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut m = vec![0x4a, 0x17, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1];
+    for label in name.trim_end_matches('.').split('.') {
+        m.push(u8::try_from(label.len()).expect("short label"));
+        m.extend_from_slice(label.as_bytes());
+    }
+    m.extend_from_slice(&[0, 0, 1, 0, 1, 0, 0, 41]);
+    m.extend_from_slice(&size.to_be_bytes());
+    m.extend_from_slice(&[0, 0, if do_bit { 0x80 } else { 0 }, 0]);
+    let rdata: Vec<u8> = options
+        .iter()
+        .flat_map(|(code, data)| {
+            let len = u16::try_from(data.len()).expect("short option");
+            [code.to_be_bytes(), len.to_be_bytes()]
+                .concat()
+                .into_iter()
+                .chain(data.iter().copied())
+        })
+        .collect();
+    m.extend_from_slice(&u16::try_from(rdata.len()).expect("short").to_be_bytes());
+    m.extend_from_slice(&rdata);
+    m
+}
+
+#[test]
+fn nsid_answers_who_asks_as_coredns() {
+    use clusterdns_test_support::Transport;
+    let coredns = coredns_or_skip!();
+    let (_up, port) = upstream(&coredns, SECTIONS_UPSTREAM);
+    let cookie: &[u8] = b"\x01\x02\x03\x04\x05\x06\x07\x08";
+    for nsid in [
+        "    nsid Use The Force\n",
+        "    nsid clusterdns-test\n    bufsize 1232\n",
+    ] {
+        let corefile = cluster_corefile(nsid, &hosts_block(3)).replace(
+            "    cache 30\n}",
+            &format!("    cache 30\n}}\nexample:@PORT@ {{\n    bind 127.0.0.1\n{nsid}    cache 30\n    forward . 127.0.0.1:@UP@\n}}"),
+        );
+        let diff = differential(&coredns, &corefile, &[("UP", &port)]);
+        let mut failed = Vec::new();
+        for name in [
+            "api.cluster.local",
+            "missing.cluster.local",
+            "full.example",
+            "nx.example",
+        ] {
+            // Twice: the second round of the forwarded names is cached.
+            for _ in 0..2 {
+                for msg in [
+                    query_with_options(name, 4096, false, &[(3, b"")]),
+                    query_with_options(name, 1232, true, &[(3, b""), (10, cookie)]),
+                    query_with_options(name, 1232, false, &[(10, cookie)]),
+                    query_with_options(name, 512, false, &[]),
+                ] {
+                    for t in [Transport::Udp, Transport::Tcp] {
+                        let c = diff.query_raw(&msg, t);
+                        if !c.agree() {
+                            failed.push(c.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        let d = disagreements(&diff, &[Query::new("api.cluster.local", "A").edns(1232)]);
+        failed.extend(d);
+        assert!(failed.is_empty(), "{nsid}{}", failed.join("\n"));
+    }
+}
+
+#[test]
+fn nsid_setup_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let d = setup_errors_differ(
+        &coredns,
+        &[
+            ".:@P@ {\n    nsid a\n    nsid b\n    whoami\n}\n",
+            ".:@P@ {\n    nsid\n    whoami\n}\n",
+            ".:@P@ {\n    nsid \"two words\" three\n    whoami\n}\n",
+        ],
+    );
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}

@@ -20,6 +20,7 @@ pub mod loadbalance;
 pub mod log;
 pub mod loop_;
 pub mod minimal;
+pub mod nsid;
 pub mod prometheus;
 pub mod ready;
 pub mod reload;
@@ -36,6 +37,7 @@ use clusterdns_plugin::PluginDef;
 pub fn registry() -> Vec<PluginDef> {
     vec![
         reload::DEF,
+        nsid::DEF,
         bufsize::DEF,
         bind::DEF,
         ready::DEF,

@@ -60,7 +60,7 @@ fn trim(s: &str) -> &str {
 }
 
 /// The machine's host name, as Go's `os.Hostname` finds it on Linux.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|s| s.trim().to_string())
