@@ -446,3 +446,93 @@ fn nsid_setup_errors_read_as_coredns() {
     );
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
+
+#[test]
+fn local_answers_as_coredns() {
+    let coredns = coredns_or_skip!();
+    for plugins in [
+        "    local\n",
+        "    local {\n        localhost_prefix off\n    }\n",
+        "    local {\n        localhost_prefix on\n    }\n",
+    ] {
+        // A root block, where local usually sits in front of forward.
+        let corefile = format!(
+            ".:@PORT@ {{\n    bind 127.0.0.1\n    errors\n{plugins}{}}}\n",
+            hosts_block(1).replace("api.cluster.local", "localhost.example.org")
+        );
+        let diff = differential(&coredns, &corefile, &[]);
+        let mut qs = Vec::new();
+        for name in [
+            "localhost",
+            "LocalHost",
+            "foo.localhost",
+            "a.b.LOCALHOST",
+            "localhost.example.org",
+            "localhost.cluster.local",
+            "localhostx",
+            "xlocalhost",
+            "0.in-addr.arpa",
+            "127.in-addr.arpa",
+            "255.in-addr.arpa",
+            "1.0.0.127.in-addr.arpa",
+            "1.0.0.127.IN-ADDR.ARPA",
+            "2.0.0.127.in-addr.arpa",
+            "5.255.in-addr.arpa",
+            "1.0.0.10.in-addr.arpa",
+        ] {
+            for t in ["A", "AAAA", "PTR", "SOA", "NS", "MX", "ANY"] {
+                qs.push(Query::new(name, t));
+            }
+        }
+        qs.push(Query::new("foo.localhost", "A").edns(1232).dnssec_ok());
+        let d = disagreements(&diff, &qs);
+        assert!(d.is_empty(), "{plugins}{}", d.join("\n"));
+    }
+}
+
+#[test]
+fn local_counts_localhost_names_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let corefile =
+        ".:@PORT@ {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:@PORT_METRICS@\n    local\n}\n";
+    let diff = differential(&coredns, corefile, &[]);
+    for name in [
+        "localhost",
+        "a.localhost",
+        "localhost.example",
+        "b.localhost",
+    ] {
+        let _ = diff.query(&Query::new(name, "A"));
+    }
+    let count = |s: &RunningServer| {
+        let port = s.port("PORT_METRICS").expect("a metrics port");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
+        String::from_utf8_lossy(&r.body)
+            .lines()
+            .find(|l| l.starts_with("coredns_local_localhost_requests_total"))
+            .map(str::to_string)
+    };
+    assert_eq!(count(&diff.candidate), count(&diff.reference));
+    assert_eq!(
+        count(&diff.reference).as_deref(),
+        Some("coredns_local_localhost_requests_total 3")
+    );
+}
+
+#[test]
+fn local_setup_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let d = setup_errors_differ(
+        &coredns,
+        &[
+            ".:@P@ {\n    local foo\n}\n",
+            ".:@P@ {\n    local {\n        localhost_prefix\n    }\n}\n",
+            ".:@P@ {\n    local {\n        localhost_prefix maybe\n    }\n}\n",
+            ".:@P@ {\n    local {\n        localhost_prefix on off\n    }\n}\n",
+            ".:@P@ {\n    local {\n        bogus\n    }\n}\n",
+            ".:@P@ {\n    local\n    local\n}\n",
+        ],
+    );
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}

@@ -17,6 +17,7 @@ pub mod health;
 pub mod hosts;
 pub mod kubernetes;
 pub mod loadbalance;
+pub mod local;
 pub mod log;
 pub mod loop_;
 pub mod minimal;
@@ -45,6 +46,7 @@ pub fn registry() -> Vec<PluginDef> {
         prometheus::DEF,
         errors::DEF,
         log::DEF,
+        local::DEF,
         any::DEF,
         chaos::DEF,
         loadbalance::DEF,
