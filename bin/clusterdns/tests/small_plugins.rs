@@ -536,3 +536,30 @@ fn local_setup_errors_read_as_coredns() {
     );
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
+
+#[test]
+fn metadata_changes_no_answer_and_its_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let corefile = cluster_corefile("", &hosts_block(3)).replace(
+        "    bind 127.0.0.1\n",
+        "    bind 127.0.0.1\n    metadata cluster.local\n",
+    );
+    let diff = differential(&coredns, &corefile, &[]);
+    let qs = [
+        Query::new("api.cluster.local", "A"),
+        Query::new("big.cluster.local", "A").edns(1232),
+        Query::new("missing.cluster.local", "A"),
+    ];
+    let d = disagreements(&diff, &qs);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    let d = setup_errors_differ(
+        &coredns,
+        &[
+            ".:@P@ {\n    metadata\n    whoami\n}\n",
+            ".:@P@ {\n    metadata a.example b.example\n    whoami\n}\n",
+            ".:@P@ {\n    metadata {\n        foo\n    }\n    whoami\n}\n",
+            ".:@P@ {\n    metadata\n    metadata\n    whoami\n}\n",
+        ],
+    );
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}

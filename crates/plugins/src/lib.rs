@@ -20,6 +20,7 @@ pub mod loadbalance;
 pub mod local;
 pub mod log;
 pub mod loop_;
+pub mod metadata;
 pub mod minimal;
 pub mod nsid;
 pub mod prometheus;
@@ -37,6 +38,7 @@ use clusterdns_plugin::PluginDef;
 /// Every compiled-in plugin, in `plugin.cfg` order.
 pub fn registry() -> Vec<PluginDef> {
     vec![
+        metadata::DEF,
         reload::DEF,
         nsid::DEF,
         bufsize::DEF,
