@@ -563,3 +563,47 @@ fn metadata_changes_no_answer_and_its_errors_read_as_coredns() {
     );
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
+
+#[test]
+fn cancel_ends_forwards_attempts_as_coredns() {
+    let coredns = coredns_or_skip!();
+    // An upstream that never answers: each attempt runs to forward's read
+    // timeout; without cancel forward keeps trying for five seconds.
+    let (_up, port) = upstream(
+        &coredns,
+        ".:@PORT@ {\n    bind 127.0.0.1\n    erratic {\n        drop 1\n    }\n}\n",
+    );
+    let corefile =
+        ".:@PORT@ {\n    bind 127.0.0.1\n    cancel 100ms\n    forward . 127.0.0.1:@UP@\n}\n";
+    let diff =
+        differential(&coredns, corefile, &[("UP", &port)]).with_timeout(Duration::from_secs(8));
+    let q = Query::new("dropped.example", "A");
+    let timed = |s: &RunningServer| {
+        let t = Instant::now();
+        let o = s.query(&q, Duration::from_secs(8));
+        (o.response().map(|r| r.rcode_name()), t.elapsed())
+    };
+    let (rr, rt) = timed(&diff.reference);
+    let (cr, ct) = timed(&diff.candidate);
+    assert_eq!(cr, rr);
+    assert_eq!(rr.as_deref(), Some("SERVFAIL"));
+    // One attempt each (about forward's read timeout), not five seconds.
+    assert!(rt < Duration::from_millis(3500), "reference took {rt:?}");
+    assert!(ct < Duration::from_millis(3500), "clusterdns took {ct:?}");
+}
+
+#[test]
+fn cancel_setup_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let d = setup_errors_differ(
+        &coredns,
+        &[
+            ".:@P@ {\n    cancel x\n    whoami\n}\n",
+            ".:@P@ {\n    cancel -1s\n    whoami\n}\n",
+            ".:@P@ {\n    cancel 0s\n    whoami\n}\n",
+            ".:@P@ {\n    cancel 1s 2s\n    whoami\n}\n",
+            ".:@P@ {\n    cancel 1s\n    cancel 2s\n    whoami\n}\n",
+        ],
+    );
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}

@@ -1,7 +1,8 @@
 //! The request a plugin sees: the parsed query plus where it came from.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::time::Duration;
 use std::time::Instant;
 
 use clusterdns_wire::{Class, Name, Query, Rtype};
@@ -87,6 +88,9 @@ pub struct Edits {
     server: [AtomicU16; 3],
     /// A plugin handed the plugins behind it a copy of the query.
     detached: AtomicBool,
+    /// How long after its arrival the query may still be worked on, in
+    /// nanoseconds (*cancel*'s context deadline), or 0 for no limit.
+    timeout_ns: AtomicU64,
 }
 
 impl Edits {
@@ -95,6 +99,25 @@ impl Edits {
     pub fn set_udp_size(&self, size: u16) {
         self.udp_size.store(size, Ordering::Relaxed);
         self.share();
+    }
+
+    /// Limits the work on the query to `timeout` after its arrival, as a
+    /// context deadline in CoreDNS (*cancel*); a shorter limit set before
+    /// stays.
+    pub fn set_timeout(&self, timeout: Duration) {
+        let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let old = self.timeout_ns.load(Ordering::Relaxed);
+        if old == 0 || ns < old {
+            self.timeout_ns.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// The limit set with [`Edits::set_timeout`].
+    pub fn timeout(&self) -> Option<Duration> {
+        match self.timeout_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
     }
 
     /// Marks that the plugins from here on work on a copy of the query,
@@ -240,6 +263,13 @@ impl<'a> Request<'a> {
     /// The query's RD bit as the plugins before left it.
     pub fn rd(&self) -> bool {
         self.edits.flags(self.query.header().flags) & clusterdns_wire::FLAG_RD != 0
+    }
+
+    /// When work on the query must stop (*cancel*), if ever.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.edits
+            .timeout()
+            .and_then(|t| self.received.checked_add(t))
     }
 
     /// Whether the DO bit was set.

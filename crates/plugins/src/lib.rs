@@ -9,6 +9,7 @@ pub mod any;
 pub mod bind;
 pub mod bufsize;
 pub mod cache;
+pub mod cancel;
 pub mod chaos;
 pub mod errors;
 pub mod forward;
@@ -39,6 +40,7 @@ use clusterdns_plugin::PluginDef;
 pub fn registry() -> Vec<PluginDef> {
     vec![
         metadata::DEF,
+        cancel::DEF,
         reload::DEF,
         nsid::DEF,
         bufsize::DEF,

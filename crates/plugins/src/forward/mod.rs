@@ -206,7 +206,14 @@ impl Forward {
 
     /// The upstream exchange with retries, failover and health checks
     /// (CoreDNS `Forward.ServeDNS`'s loop).
-    async fn resolve(&self, query: &[u8], client: Proto) -> Result<Vec<u8>, io::Error> {
+    /// `cancel` is the query's deadline (*cancel*): like CoreDNS's
+    /// context, it ends the attempts but not the exchange under way.
+    async fn resolve(
+        &self,
+        query: &[u8],
+        client: Proto,
+        cancel: Option<Instant>,
+    ) -> Result<Vec<u8>, io::Error> {
         // The clock is read once per attempt: `now` serves the deadline
         // check, the connection pool and the exchange's timers.
         let mut now = Instant::now();
@@ -226,6 +233,7 @@ impl Forward {
                 now = Instant::now();
             }
             if now >= deadline
+                || cancel.is_some_and(|c| now >= c)
                 || (self.opts.max_connect_attempts != 0
                     && attempts >= self.opts.max_connect_attempts)
             {
@@ -338,7 +346,7 @@ impl Forward {
         // HINFO is the loop plugin's probe: coalescing it with itself
         // would hide a forwarding loop, so it always goes upstream.
         if req.qtype() == clusterdns_wire::Rtype::HINFO {
-            return match self.resolve(packet, req.proto).await {
+            return match self.resolve(packet, req.proto, req.deadline()).await {
                 Ok(reply) => self.write_reply(req, w, &reply),
                 Err(source) => Flow::Fail(PluginError::Upstream {
                     plugin: "forward",
@@ -363,7 +371,7 @@ impl Forward {
         };
         let Some(rx) = rx else {
             let leader = Leader { f: self, key };
-            let r = self.resolve(packet, req.proto).await;
+            let r = self.resolve(packet, req.proto, req.deadline()).await;
             leader.finish(&r);
             return match r {
                 Ok(reply) => self.write_reply(req, w, &reply),
