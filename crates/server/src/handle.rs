@@ -361,10 +361,11 @@ pub(crate) fn scrub(q: &Query<'_>, proto: Proto, udp_size: Option<u16>, w: &mut 
         let opt = w.opt();
         mirror_opt(q, e, size, opt, w.buffer_mut());
     }
-    let max = match (proto, size) {
-        (Proto::Udp, Some(n)) if udp_size.is_some() => usize::from(n).max(512),
-        (Proto::Udp, _) => usize::from(q.udp_size()).max(512),
-        (Proto::Tcp, _) => 65535,
+    let max = match proto {
+        // The size the OPT now says (a plugin may have lowered it), else
+        // 512 without EDNS.
+        Proto::Udp => usize::from(size.unwrap_or(q.udp_size())).max(512),
+        Proto::Tcp => 65535,
     };
     let buf = w.buffer_mut();
     if buf.len() > max && truncate(buf, max).is_err() {
