@@ -27,6 +27,7 @@ pub mod nsid;
 pub mod prometheus;
 pub mod ready;
 pub mod reload;
+pub mod template;
 pub mod whoami;
 
 /// The plugins' shared unit-test harness (setup on a Corefile snippet, a
@@ -57,6 +58,7 @@ pub fn registry() -> Vec<PluginDef> {
         cache::DEF,
         header::DEF,
         minimal::DEF,
+        template::DEF,
         hosts::DEF,
         kubernetes::DEF,
         loop_::DEF,

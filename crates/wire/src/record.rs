@@ -443,7 +443,11 @@ fn tokenize(s: &str) -> Result<Vec<Token<'_>>, RecordParseError> {
             }
             _ => {
                 let start = i;
-                while i < b.len() && !b[i].is_ascii_whitespace() && b[i] != b';' {
+                // Parentheses group a record over lines; they end a word.
+                while i < b.len()
+                    && !b[i].is_ascii_whitespace()
+                    && !matches!(b[i], b';' | b'(' | b')')
+                {
                     i += if b[i] == b'\\' { 2 } else { 1 };
                 }
                 let i2 = i.min(b.len());

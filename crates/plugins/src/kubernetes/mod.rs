@@ -10,7 +10,7 @@ mod metrics;
 mod names;
 mod plan;
 mod setup;
-mod upstream;
+pub(crate) mod upstream;
 mod write;
 
 use std::net::IpAddr;

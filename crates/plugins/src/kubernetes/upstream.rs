@@ -7,7 +7,7 @@ use clusterdns_plugin::{Chain, Request, ResponseWriter};
 use clusterdns_wire::{Class, Header, Message, MessageBuilder, Name, Query, Rtype, Section};
 
 /// Asks `tail` for `target`/`qtype`; returns the reply message.
-pub(super) async fn lookup(
+pub(crate) async fn lookup(
     tail: &Chain,
     req: &Request<'_>,
     target: &Name,

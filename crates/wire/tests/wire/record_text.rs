@@ -59,6 +59,12 @@ fn loose_text_forms() {
         rec("x. 1 IN SOA ns. mbox. ( 1 2 3 4 5 )").data.rtype(),
         Rtype::SOA
     );
+    // Parentheses against the words they enclose, as CoreDNS's template
+    // README writes a SOA.
+    assert_eq!(
+        rec("x. 1 IN SOA ns. mbox. (1 2 3 4 5)"),
+        rec("x. 1 IN SOA ns. mbox. 1 2 3 4 5")
+    );
     // The generic form of a known type decodes it.
     assert_eq!(rec("x. 1 IN A \\# 4 0a000001"), rec("x. 1 IN A 10.0.0.1"));
     assert_eq!(rec("x. 1 IN TYPE1 10.0.0.1").rtype(), Rtype::A);

@@ -1,0 +1,108 @@
+//! Helpers of the template and dns64 differential tests: both servers on
+//! one Corefile, queries over UDP and TCP, setup errors side by side,
+//! metric lines with the listeners' ports taken out.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use clusterdns_test_support::{Differential, Query, RunningServer, ServerSpec};
+
+pub fn clusterdns() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
+}
+
+/// Both servers on `corefile` with `vars` substituted.
+pub fn differential(coredns: &Path, corefile: &str, vars: &[(&str, &str)]) -> Differential {
+    let mut r = ServerSpec::coredns_at(coredns, corefile);
+    let mut c = ServerSpec::clusterdns_at(clusterdns(), corefile);
+    for (k, v) in vars {
+        r = r.var(k, v);
+        c = c.var(k, v);
+    }
+    Differential::between(None, r, c).expect("start both")
+}
+
+/// Every query over UDP and TCP to both; the disagreements.
+pub fn disagreements(diff: &Differential, queries: &[Query]) -> Vec<String> {
+    let mut out = Vec::new();
+    for q in queries {
+        for c in diff.query_udp_and_tcp(q) {
+            if !c.agree() {
+                out.push(c.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The reference as an upstream on `corefile`, and its port.
+pub fn upstream(coredns: &Path, corefile: &str) -> (RunningServer, String) {
+    let up = RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
+        .expect("upstream");
+    let port = up.addr.port().to_string();
+    (up, port)
+}
+
+/// The lines of `s`'s /metrics (at `@PORT_METRICS@`) starting with
+/// `prefix`, its DNS port written as `PORT`, sorted.
+pub fn metric_lines(s: &RunningServer, prefix: &str) -> Vec<String> {
+    let port = s.port("PORT_METRICS").expect("a metrics port");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
+    let dns = format!(":{}\"", s.addr.port());
+    let mut v: Vec<String> = String::from_utf8_lossy(&r.body)
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| l.replace(&dns, ":PORT\""))
+        .collect();
+    v.sort();
+    v
+}
+
+/// What a server printed about a Corefile it refused: its first line that
+/// is not Go's start-up noise, CoreDNS's doubled `plugin/NAME: ` said once.
+fn error_line(out: &str) -> String {
+    let line = out
+        .lines()
+        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
+        .unwrap_or("");
+    match line.split_once(": ") {
+        Some((head, rest))
+            if head.starts_with("plugin/") && rest.starts_with(&format!("{head}: ")) =>
+        {
+            rest.to_string()
+        }
+        _ => line.to_string(),
+    }
+}
+
+/// Each Corefile (`@P@` a free port) is refused by both with the same
+/// text, or started by both; the cases that differ.
+pub fn setup_errors_differ(coredns: &Path, cases: &[&str]) -> Vec<String> {
+    use clusterdns_test_support::{run_corefile, without_location};
+    let mut failed = Vec::new();
+    for case in cases {
+        let run = |program: &Path| {
+            let port = clusterdns_test_support::free_port()
+                .expect("a free port")
+                .to_string();
+            let text = case.replace("@P@", &port);
+            run_corefile(program, &text, Duration::from_millis(1500)).expect("run")
+        };
+        let (theirs, ours) = (run(coredns), run(clusterdns()));
+        let (t, o) = (
+            theirs.map_or("started".into(), |t| error_line(&t)),
+            ours.map_or("started".into(), |o| error_line(&o)),
+        );
+        let o = if t.contains(" - ") {
+            o
+        } else {
+            without_location(&o)
+        };
+        if t != o {
+            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
+        }
+    }
+    failed
+}

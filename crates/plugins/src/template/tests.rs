@@ -1,0 +1,106 @@
+use clusterdns_plugin::testing;
+use clusterdns_wire::{Rcode, Rtype};
+
+use super::DEF;
+use super::text::{Template, go_parse_uint};
+use crate::testutil::{run, setup, setup_err};
+
+#[test]
+fn labels_print_as_go_prints_the_parse_tree() {
+    for (text, label) in [
+        (
+            "{{ .Name }} 60 IN A {{ .Group.a}}",
+            "{{.Name}} 60 IN A {{.Group.a}}",
+        ),
+        ("{{ index .Match 1 }}", "{{index .Match 1}}"),
+        ("{{ parseInt .Group.b 16 8 }}", "{{parseInt .Group.b 16 8}}"),
+        (
+            "{{ index .Group \"x\" }} {{/* c */}}",
+            "{{index .Group \"x\"}} ",
+        ),
+        ("a {{- .Name -}} b", "a{{.Name}}b"),
+        (
+            "{{ parseInt (index .Match 1) 10 8 }}",
+            "{{parseInt (index .Match 1) 10 8}}",
+        ),
+    ] {
+        let t = Template::parse(text).unwrap_or_else(|e| panic!("{text}: {}", e.msg));
+        assert_eq!(t.label(), label);
+    }
+    for bad in [
+        "{{ .Name | printf \"%s\" }}",
+        "{{ if .Name }}x{{ end }}",
+        "{{ $x := 1 }}",
+        "{{ .Foo }}",
+        "{{ foo }}",
+        "{{ len .Match }}",
+        "{{ .Name }",
+        "{{ . }}",
+    ] {
+        assert!(Template::parse(bad).is_err(), "{bad} parsed");
+    }
+}
+
+#[test]
+fn parse_int_reads_as_go_strconv() {
+    assert_eq!(go_parse_uint("7b", 16, 8), Ok(123));
+    assert_eq!(go_parse_uint("0x10", 0, 64), Ok(16));
+    assert_eq!(go_parse_uint("010", 0, 64), Ok(8));
+    assert_eq!(
+        go_parse_uint("1ff", 16, 8).unwrap_err(),
+        "strconv.ParseUint: parsing \"1ff\": value out of range"
+    );
+    assert_eq!(
+        go_parse_uint("zz", 16, 8).unwrap_err(),
+        "strconv.ParseUint: parsing \"zz\": invalid syntax"
+    );
+    assert!(go_parse_uint("+1", 10, 8).is_err());
+}
+
+#[test]
+fn setup_errors() {
+    for (c, want) in [
+        (". {\n template\n}", "Wrong argument count"),
+        (". {\n template in A\n}", "invalid query class in"),
+        (". {\n template IN X\n}", "invalid RR class X"),
+        (
+            ". {\n template IN A {\n  rcode NOPE\n }\n}",
+            "unknown rcode NOPE",
+        ),
+        (
+            ". {\n template IN A {\n  foo\n }\n}",
+            "unexpected line ending after 'foo'",
+        ),
+        (
+            ". {\n template IN A {\n  match\n }\n}",
+            "Wrong argument count",
+        ),
+        (
+            ". {\n template IN A {\n  match (\n }\n}",
+            "could not parse regex: (",
+        ),
+        (
+            ". {\n template IN A {\n  answer \"{{ nope }}\"\n }\n}",
+            "could not compile template: {{ nope }}, template: answer:1: function \"nope\" not defined",
+        ),
+    ] {
+        let e = setup_err(DEF, c);
+        assert!(e.contains(want), "{c}: {e}");
+    }
+}
+
+#[test]
+fn answers_from_groups_and_falls_through() {
+    let r = setup(
+        DEF,
+        ". {\n template IN A example {\n  match ^ip-(?P<a>[0-9]+)-(?P<b>[0-9]+)[.]example[.]$\n  answer \"{{ .Name }} 60 IN A 10.0.{{ .Group.a }}.{{ index .Match 2 }}\"\n  fallthrough\n }\n template ANY ANY example {\n  rcode NXDOMAIN\n }\n}",
+    )
+    .unwrap();
+    let a = run(&r.plugins, &testing::query("IP-1-2.example.", Rtype::A));
+    assert_eq!(a.answer, ["ip-1-2.example.\t60\tIN\tA\t10.0.1.2"]);
+    assert!(a.header.aa());
+    let a = run(&r.plugins, &testing::query("other.example.", Rtype::A));
+    assert_eq!(a.rcode, Rcode::NXDOMAIN);
+    let a = run(&r.plugins, &testing::query("other.org.", Rtype::A));
+    assert_eq!(a.rcode, Rcode::SERVFAIL, "passed on");
+}
