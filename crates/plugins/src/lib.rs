@@ -11,6 +11,7 @@ pub mod bufsize;
 pub mod cache;
 pub mod cancel;
 pub mod chaos;
+pub mod dns64;
 pub mod errors;
 pub mod forward;
 pub mod header;
@@ -52,6 +53,7 @@ pub fn registry() -> Vec<PluginDef> {
         errors::DEF,
         log::DEF,
         local::DEF,
+        dns64::DEF,
         any::DEF,
         chaos::DEF,
         loadbalance::DEF,

@@ -430,7 +430,13 @@ pub fn exchange(
 
 /// Sends `msg` over UDP and returns the first datagram with a matching id.
 pub fn exchange_udp(server: SocketAddr, msg: &[u8], timeout: Duration) -> io::Result<Vec<u8>> {
-    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    // From the loopback address of the server's family (IPv6 clients
+    // for dns64's tests).
+    let sock = if server.is_ipv6() {
+        UdpSocket::bind((std::net::Ipv6Addr::LOCALHOST, 0))?
+    } else {
+        UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?
+    };
     sock.connect(server)?;
     sock.set_read_timeout(Some(timeout))?;
     sock.send(msg)?;
