@@ -101,6 +101,16 @@ const README: &str = r#".:@PORT@ {
     template IN ANY far.com {
         answer "{{ .Name }} 60 IN CNAME www.gone.example." "{{ .Name }} 60 IN CNAME www.up.example."
     }
+    template ANY ANY refused.example {
+        rcode REFUSED
+    }
+    template ANY ANY notimp.example {
+        rcode NOTIMP
+        additional "x.notimp.example. 5 IN A 10.9.9.9"
+    }
+    template IN ANY anytype.example {
+        answer "{{ .Name }} 60 IN TXT \"{{ .Type }}\" \"{{ .Class }}\""
+    }
     template CH TXT chaos.example {
         answer "{{ .Name }} 0 CH TXT \"{{ .Class }}\""
     }
@@ -156,12 +166,35 @@ fn readme_examples_and_every_field_agree() {
         qs.push(Query::new(name, t));
         qs.push(Query::new(name, t).edns(1232).dnssec_ok());
     }
+    for (name, t) in [
+        ("a.refused.example", "A"),
+        ("a.notimp.example", "MX"),
+        ("x.anytype.example", "ANY"),
+        ("x.anytype.example", "SRV"),
+    ] {
+        qs.push(Query::new(name, t));
+        qs.push(Query::new(name, t).class("ANY"));
+    }
     qs.push(Query::new("foo.invalid", "A").class("CH"));
     qs.push(Query::new("x.chaos.example", "TXT").class("CH"));
     qs.push(Query::new("x.chaos.example", "TXT"));
     qs.push(Query::new("ip-10-1-2-3.example", "A").rd(false));
     let d = disagreements(&diff, &qs);
     assert!(d.is_empty(), "{}", d.join("\n"));
+    // The template failures *errors* logged, in Go's words.
+    let failures = |s: &clusterdns_test_support::RunningServer| {
+        let mut v: Vec<String> = s
+            .log_all()
+            .lines()
+            .filter(|l| l.contains("executing"))
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    let theirs = failures(&diff.reference);
+    assert!(!theirs.is_empty(), "{}", diff.reference.log_all());
+    assert_eq!(failures(&diff.candidate), theirs);
     for family in [
         "coredns_template_matches_total",
         "coredns_template_template_failures_total",

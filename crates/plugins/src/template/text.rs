@@ -22,7 +22,9 @@ pub(crate) struct Template {
 #[derive(Debug)]
 enum Node {
     Text(String),
-    Action(Cmd),
+    /// A command and where it starts (line, byte in line), as Go's
+    /// execution errors name the place.
+    Action(Cmd, usize, usize),
 }
 
 /// One command: an operand alone or a function applied to operands.
@@ -135,11 +137,13 @@ impl Template {
         for n in &self.nodes {
             match n {
                 Node::Text(t) => out.push_str(t),
-                Node::Action(c) => {
+                Node::Action(c, line, col) => {
                     let v = c.eval(d).map_err(|msg| {
                         let mut at = String::new();
                         c.print(&mut at);
-                        format!("template: {name}: executing \"{name}\" at <{at}>: {msg}")
+                        format!(
+                            "template: {name}:{line}:{col}: executing \"{name}\" at <{at}>: {msg}"
+                        )
                     })?;
                     print(&v, d, out);
                 }
@@ -464,9 +468,12 @@ impl Parser<'_> {
             if !text.is_empty() {
                 nodes.push(Node::Text(text));
             }
-            let (cmd, trim_right) = self.action()?;
+            let (cmd, trim_right, start) = self.action()?;
             if let Some(cmd) = cmd {
-                nodes.push(Node::Action(cmd));
+                let before = &self.src[..start];
+                let line = 1 + before.matches('\n').count();
+                let col = before.rfind('\n').map_or(start, |nl| start - nl - 1);
+                nodes.push(Node::Action(cmd, line, col));
             }
             if trim_right {
                 let rest = &self.src[self.pos..];
@@ -476,7 +483,7 @@ impl Parser<'_> {
         for n in &nodes {
             match n {
                 Node::Text(t) => label.push_str(t),
-                Node::Action(c) => {
+                Node::Action(c, ..) => {
                     label.push_str("{{");
                     c.print(&mut label);
                     label.push_str("}}");
@@ -484,7 +491,7 @@ impl Parser<'_> {
             }
         }
         let reads_match = nodes.iter().any(|n| match n {
-            Node::Action(c) => c.reads_match(),
+            Node::Action(c, ..) => c.reads_match(),
             Node::Text(_) => false,
         });
         Ok(Template {
@@ -496,15 +503,16 @@ impl Parser<'_> {
 
     /// One action after its `{{`: the command (none for a comment) and
     /// whether it ended with `-}}`.
-    fn action(&mut self) -> Result<(Option<Cmd>, bool), ParseError> {
+    fn action(&mut self) -> Result<(Option<Cmd>, bool, usize), ParseError> {
         self.skip_space();
+        let start = self.pos;
         if self.src[self.pos..].starts_with("/*") {
             let Some(end) = self.src[self.pos..].find("*/") else {
                 return self.err("unclosed comment");
             };
             self.pos += end + 2;
             self.skip_space();
-            return self.close().map(|t| (None, t));
+            return self.close().map(|t| (None, t, start));
         }
         let mut words = Vec::new();
         loop {
@@ -514,7 +522,7 @@ impl Parser<'_> {
                     return self.err("missing value for command");
                 }
                 let cmd = self.command(words)?;
-                return Ok((Some(cmd), trim));
+                return Ok((Some(cmd), trim, start));
             }
             words.push(self.token()?);
         }
