@@ -304,3 +304,85 @@ fn template_setup_errors_read_as_coredns() {
     let d = setup_errors_differ(&coredns, &cases);
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
+
+/// A kubeadm-style cluster Corefile with templates in their usual place:
+/// AAAA NODATA for the cluster zone (a common customisation for IPv4-only
+/// clusters), AKS's NXDOMAIN for search-path completions. Needs the rig.
+const CLUSTER: &str = r#".:@PORT@ {
+    bind 127.0.0.1
+    errors
+    ready 127.0.0.1:@PORT_READY@
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig @KCFG@
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 30
+    loadbalance
+    template ANY AAAA cluster.local {
+        rcode NOERROR
+    }
+    template ANY ANY internal.cloudapp.net {
+        match "^(?:[^.]+\.){4,}internal\.cloudapp\.net\.$"
+        rcode NXDOMAIN
+        fallthrough
+    }
+    template IN ANY cluster.local {
+        match "^(?:[^.]+\.)+svc\.cluster\.local\.[^.]+\.svc\.cluster\.local\.$"
+        rcode NXDOMAIN
+        authority "cluster.local. 30 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30"
+        fallthrough
+    }
+    forward . 127.0.0.1:@UP@
+}
+"#;
+
+#[test]
+fn templates_in_a_cluster_corefile_agree() {
+    let Some(rig) = clusterdns_test_support::Rig::get() else {
+        return;
+    };
+    let kc = rig.kubeconfig().display().to_string();
+    let (_up, port) = upstream(&rig.coredns(), UPSTREAM);
+    let diff = clusterdns_test_support::Differential::between(
+        Some(&rig),
+        clusterdns_test_support::ServerSpec::coredns(&rig, CLUSTER)
+            .var("KCFG", &kc)
+            .var("UP", &port),
+        clusterdns_test_support::ServerSpec::clusterdns_at(differ::clusterdns(), CLUSTER)
+            .var("KCFG", &kc)
+            .var("UP", &port),
+    )
+    .expect("both servers start and sync");
+    let mut qs = Vec::new();
+    for name in [
+        "kubernetes.default.svc.cluster.local",
+        "kubernetes.default.svc.cluster.local.default.svc.cluster.local",
+        "missing.default.svc.cluster.local",
+        "vm.a.b.c.internal.cloudapp.net",
+        "www.example",
+    ] {
+        for t in ["A", "AAAA", "SRV"] {
+            qs.push(Query::new(name, t));
+        }
+    }
+    qs.push(Query::new("1.0.96.10.in-addr.arpa", "PTR"));
+    let d = disagreements(&diff, &qs);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    // Past the templates, kubernetes answered (not two SERVFAILs alike),
+    // and the AAAA template took its query.
+    let timeout = std::time::Duration::from_secs(3);
+    let a = diff.candidate.query(
+        &Query::new("kubernetes.default.svc.cluster.local", "A"),
+        timeout,
+    );
+    let aaaa = diff.candidate.query(
+        &Query::new("kubernetes.default.svc.cluster.local", "AAAA"),
+        timeout,
+    );
+    let (Some(a), Some(aaaa)) = (a.response(), aaaa.response()) else {
+        panic!("no replies: {} {}", a.summary(), aaaa.summary());
+    };
+    assert_eq!((a.rcode, a.answer.len()), (0, 1), "{a}");
+    assert!(aaaa.flags.aa && aaaa.answer.is_empty(), "{aaaa}");
+}
