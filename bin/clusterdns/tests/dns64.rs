@@ -167,6 +167,7 @@ fn dns64_setup_errors_read_as_coredns() {
             ".:@P@ {\n    dns64 {\n        prefix\n    }\n    whoami\n}\n",
             ".:@P@ {\n    dns64 {\n        prefix foo\n    }\n    whoami\n}\n",
             ".:@P@ {\n    dns64 {\n        bogus\n    }\n    whoami\n}\n",
+            ".:@P@ {\n    dns64 64:1337::/96 {\n        translate_all\n    }\n    whoami\n}\n",
             ".:@P@ {\n    dns64 {\n        translate_all\n        allow_ipv4\n    }\n    dns64 64:1337::/96\n    whoami\n}\n",
         ],
     );
