@@ -388,3 +388,26 @@ fn templates_in_a_cluster_corefile_agree() {
     assert_eq!((a.rcode, a.answer.len()), (0, 1), "{a}");
     assert!(aaaa.flags.aa && aaaa.answer.is_empty(), "{aaaa}");
 }
+
+#[test]
+fn cname_targets_come_back_as_large_as_the_client_takes() {
+    let coredns = coredns_or_skip!();
+    // 60 addresses: past 512 bytes, within 4096.
+    let answers: Vec<String> = (1..=60)
+        .map(|i| format!("\"{{{{ .Name }}}} 60 IN A 10.0.0.{i}\""))
+        .collect();
+    let up = format!(
+        ".:@PORT@ {{\n    bind 127.0.0.1\n    template IN A big.example {{\n        answer {}\n    }}\n}}\n",
+        answers.join(" ")
+    );
+    let (_up, port) = upstream(&coredns, &up);
+    let corefile = ".:@PORT@ {\n    bind 127.0.0.1\n    template IN A alias.com {\n        answer \"alias.com 60 IN CNAME big.example\"\n    }\n    forward . 127.0.0.1:@UP@\n}\n";
+    let diff = differential(&coredns, corefile, &[("UP", &port)]);
+    let qs = [
+        Query::new("alias.com", "A"),
+        Query::new("alias.com", "A").edns(1232),
+        Query::new("alias.com", "A").edns(4096).dnssec_ok(),
+    ];
+    let d = disagreements(&diff, &qs);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}

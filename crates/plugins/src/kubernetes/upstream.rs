@@ -1,7 +1,8 @@
 //! Resolving an ExternalName's out-of-zone target through the plugins after
 //! *kubernetes* (CoreDNS re-enters its server with `upstream.Lookup`; here
 //! the rest of the chain, typically `loop` and `forward`, answers). Only on
-//! the asynchronous path.
+//! the asynchronous path. *template* (CNAME targets) and *dns64* (the A
+//! records) look up the same way.
 
 use clusterdns_plugin::{Chain, Request, ResponseWriter};
 use clusterdns_wire::{Class, Header, Message, MessageBuilder, Name, Query, Rtype, Section};
@@ -15,13 +16,23 @@ pub(crate) async fn lookup(
 ) -> Option<Vec<u8>> {
     let mut pkt = Vec::with_capacity(512);
     {
+        // A copy of the query with the new question, as CoreDNS's
+        // `NewWithQuestion`: its ID, flags and OPT record (payload size as
+        // the plugins before left it, DO, options) come along, so the
+        // answer may be as large as the client takes.
+        let h = req.query.header();
         let header = Header {
-            id: req.query.header().id,
-            flags: 0x0100,
+            id: h.id,
+            flags: req.edits.flags(h.flags),
             ..Header::default()
         };
         let mut b = MessageBuilder::new(&mut pkt, header);
         b.push_question(target, qtype, Class::IN).ok()?;
+        if let Some(e) = req.query.edns() {
+            let size = req.edits.udp_size().unwrap_or(e.udp_size);
+            let options = req.query.raw().get(e.options.clone()).unwrap_or(&[]);
+            b.push_opt(size, e.do_bit, options).ok()?;
+        }
         b.finish();
     }
     let q = Query::parse(&pkt).ok()?;
