@@ -226,6 +226,14 @@ impl<'a> SetupCtx<'a> {
         self.tails.push((self.plugins.len(), tail.clone()));
     }
 
+    /// Fills `chain`, when the chain is built, with every handler of the
+    /// block, this plugin's included: for a plugin that asks its own
+    /// server again, as CoreDNS's `upstream.Lookup` re-enters the server
+    /// (the inner query is counted, logged and cached like any other).
+    pub fn bind_chain(&mut self, chain: &ChainTail) {
+        self.tails.push((0, chain.clone()));
+    }
+
     /// Every zone of the block's keys (lowercase FQDN), without
     /// duplicates, in key order. Plugins use them as default zones.
     pub fn zones(&self) -> Vec<String> {

@@ -60,6 +60,20 @@ pub fn metric_lines(s: &RunningServer, prefix: &str) -> Vec<String> {
     v
 }
 
+/// Asserts both servers' /metrics lines of each family are the same
+/// (and that the reference has some); `what` prefixes the failure.
+#[track_caller]
+pub fn assert_metrics_agree(diff: &Differential, families: &[&str], what: &str) {
+    for family in families {
+        let (theirs, ours) = (
+            metric_lines(&diff.reference, family),
+            metric_lines(&diff.candidate, family),
+        );
+        assert!(!theirs.is_empty(), "{what}{family} missing from CoreDNS");
+        assert_eq!(ours, theirs, "{what}{family}");
+    }
+}
+
 /// What a server printed about a Corefile it refused: its first line that
 /// is not Go's start-up noise, CoreDNS's doubled `plugin/NAME: ` said once.
 fn error_line(out: &str) -> String {

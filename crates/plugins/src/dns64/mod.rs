@@ -106,6 +106,8 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         })
         .collect();
     let tail = ChainTail::default();
+    let whole = ChainTail::default();
+    ctx.bind_chain(&whole);
     ctx.add_plugin(Arc::new(Dns64 {
         prefix: pfx.0,
         prefix_len: pfx.1,
@@ -114,6 +116,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         translated,
         servers,
         tail: tail.clone(),
+        whole,
     }));
     ctx.bind_tail(&tail);
     Ok(())
@@ -128,8 +131,11 @@ pub struct Dns64 {
     translated: Arc<Family<Counter>>,
     /// The counter of each of the block's listeners, resolved at setup.
     servers: Vec<(String, Arc<Counter>)>,
-    /// The plugins after this one: they answer the query and the A lookup.
+    /// The plugins after this one: they answer the AAAA query.
     tail: ChainTail,
+    /// The block's whole chain: the A lookup asks it, as CoreDNS asks its
+    /// server again.
+    whole: ChainTail,
 }
 
 impl std::fmt::Debug for Dns64 {
@@ -308,10 +314,11 @@ impl Plugin for Dns64 {
                     }
                 }
             };
-            // The A records, asked of the plugins behind as CoreDNS asks
-            // its whole server again.
+            // The A records, asked of the whole block again as CoreDNS
+            // asks its server.
+            let whole = self.whole.get().unwrap_or(tail);
             let Some(a) =
-                crate::kubernetes::upstream::lookup(tail, req, req.qname(), Rtype::A).await
+                crate::kubernetes::upstream::lookup(whole, req, req.qname(), Rtype::A).await
             else {
                 w.write_error(req, Rcode::SERVFAIL);
                 return Flow::Answered;
@@ -338,6 +345,7 @@ mod tests {
             translated: Arc::new(Family::new("x", "x", &["server"])),
             servers: Vec::new(),
             tail: ChainTail::default(),
+            whole: ChainTail::default(),
         };
         assert_eq!(d.to6([192, 0, 2, 33]).to_string(), "64:ff9b::c000:221");
         for (len, want) in [

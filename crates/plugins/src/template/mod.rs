@@ -55,7 +55,7 @@ pub struct TemplatePlugin {
     zones: Vec<Name>,
     templates: Vec<Tmpl>,
     metrics: Metrics,
-    /// The plugins after this one, for the targets of CNAME answers.
+    /// The block's whole chain, for the targets of CNAME answers.
     tail: ChainTail,
 }
 
@@ -185,8 +185,8 @@ impl Plugin for TemplatePlugin {
                     flow => return flow,
                 },
             };
-            // Each CNAME answer's target, asked of this plugin and those
-            // behind it, as CoreDNS's upstream asks its whole server again.
+            // Each CNAME answer's target, asked of the whole block again,
+            // as CoreDNS's upstream asks its whole server.
             // CoreDNS recurses without a bound on a CNAME loop; here the
             // depth is capped.
             let depth = DEPTH.try_with(|d| *d).unwrap_or(0);

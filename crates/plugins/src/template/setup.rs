@@ -22,10 +22,10 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         templates.push(t);
     }
     let metrics = super::Metrics::new(&ctx.shared.metrics);
-    // Bound before the handler is added, so the lookups of CNAME targets
-    // start at this plugin again, as CoreDNS's re-entry of its server does.
+    // CNAME targets are looked up through the whole block again, as
+    // CoreDNS's re-entry of its server does.
     let tail = ChainTail::default();
-    ctx.bind_tail(&tail);
+    ctx.bind_chain(&tail);
     ctx.add_plugin(Arc::new(TemplatePlugin {
         zones: all_zones,
         templates,
