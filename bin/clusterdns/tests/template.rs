@@ -103,6 +103,11 @@ const README: &str = r#".:@PORT@ {
     }
     template ANY ANY refused.example {
         rcode REFUSED
+        ederror 18
+    }
+    template ANY ANY sf.example {
+        rcode SERVFAIL
+        answer "{{ .Name }} 60 IN A 10.0.0.1"
     }
     template ANY ANY notimp.example {
         rcode NOTIMP
@@ -168,6 +173,7 @@ fn readme_examples_and_every_field_agree() {
     }
     for (name, t) in [
         ("a.refused.example", "A"),
+        ("a.sf.example", "A"),
         ("a.notimp.example", "MX"),
         ("x.anytype.example", "ANY"),
         ("x.anytype.example", "SRV"),
