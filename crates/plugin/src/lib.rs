@@ -50,7 +50,9 @@ mod writer;
 pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
 pub use request::{Edits, Family, Proto, Request};
-pub use setup::{ChainTail, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared};
+pub use setup::{
+    BlockChain, ChainTail, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared,
+};
 pub use writer::{OptAt, ResponseWriter};
 
 // The metrics registry and log lines live in clusterdns-observe, which

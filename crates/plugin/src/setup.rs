@@ -169,6 +169,26 @@ pub struct SetupCtx<'a> {
     pub dns_port: u16,
     plugins: Vec<Arc<dyn Plugin>>,
     tails: Vec<(usize, ChainTail)>,
+    blocks: Vec<BlockChain>,
+}
+
+/// Every handler of a block, for the plugin that holds it to ask its own
+/// server again; see [`SetupCtx::bind_chain`]. Empty before the chain is
+/// built and after the configuration stopped serving.
+#[derive(Clone, Default)]
+pub struct BlockChain(Arc<parking_lot::RwLock<Option<crate::Chain>>>);
+
+impl BlockChain {
+    /// The block's chain, while it serves.
+    pub fn get(&self) -> Option<crate::Chain> {
+        self.0.read().clone()
+    }
+}
+
+impl std::fmt::Debug for BlockChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("BlockChain").field(&*self.0.read()).finish()
+    }
 }
 
 /// The plugins that follow one plugin in its block's chain, filled in
@@ -217,6 +237,7 @@ impl<'a> SetupCtx<'a> {
             dns_port: 53,
             plugins: Vec::new(),
             tails: Vec::new(),
+            blocks: Vec::new(),
         }
     }
 
@@ -230,8 +251,15 @@ impl<'a> SetupCtx<'a> {
     /// block, this plugin's included: for a plugin that asks its own
     /// server again, as CoreDNS's `upstream.Lookup` re-enters the server
     /// (the inner query is counted, logged and cached like any other).
-    pub fn bind_chain(&mut self, chain: &ChainTail) {
-        self.tails.push((0, chain.clone()));
+    /// The handler holding it is then in a cycle with the chain; the chain
+    /// is dropped when the configuration stops serving, which breaks it.
+    pub fn bind_chain(&mut self, chain: &BlockChain) {
+        self.blocks.push(chain.clone());
+        let c = chain.clone();
+        self.shared.on_shutdown.push(Box::new(move || {
+            *c.0.write() = None;
+            Ok(())
+        }));
     }
 
     /// Every zone of the block's keys (lowercase FQDN), without
@@ -282,6 +310,9 @@ impl<'a> SetupCtx<'a> {
 
     /// Takes the handlers added so far.
     pub fn take_plugins(&mut self) -> Vec<Arc<dyn Plugin>> {
+        for b in self.blocks.drain(..) {
+            *b.0.write() = Some(crate::Chain::new(self.plugins.clone()));
+        }
         for (at, tail) in self.tails.drain(..) {
             let rest = self.plugins.get(at..).unwrap_or(&[]).to_vec();
             let _ = tail.0.set(crate::Chain::new(rest));
@@ -298,4 +329,62 @@ pub fn parse_plugin_cfg(text: &str) -> Vec<&str> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|l| l.split(':').next())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::{Arc, Weak};
+
+    use clusterdns_corefile::{ProcessEnv, parse_key, parse_str};
+
+    use super::*;
+    use crate::{Flow, Request, ResponseWriter};
+
+    /// A handler that keeps its block's whole chain (as *template* does
+    /// for its lookups; never read here).
+    struct Holder(#[allow(dead_code)] BlockChain);
+
+    impl Plugin for Holder {
+        fn name(&self) -> &'static str {
+            "holder"
+        }
+        fn query(&self, _req: &Request<'_>, _w: &mut ResponseWriter) -> Flow {
+            Flow::Next
+        }
+    }
+
+    #[test]
+    fn a_block_chain_holds_every_handler_until_shutdown() {
+        let cf = parse_str(". {\n}\n", Path::new("Corefile"), &ProcessEnv).expect("parses");
+        let block = &cf.blocks[0];
+        let keys: Vec<_> = block
+            .keys
+            .iter()
+            .map(|k| parse_key(k).expect("key"))
+            .collect();
+        let mut shared = Shared::new(Arc::new(Registry::new()));
+        let chain = BlockChain::default();
+        let weak: Weak<Holder>;
+        {
+            let mut ctx = SetupCtx::new(block, &keys, Path::new("."), &mut shared);
+            let first = Arc::new(Holder(BlockChain::default()));
+            ctx.add_plugin(first);
+            ctx.bind_chain(&chain);
+            let holder = Arc::new(Holder(chain.clone()));
+            weak = Arc::downgrade(&holder);
+            ctx.add_plugin(holder);
+            let plugins = ctx.take_plugins();
+            assert_eq!(plugins.len(), 2);
+        }
+        assert_eq!(chain.get().map(|c| c.plugins().len()), Some(2));
+        drop(chain);
+        // The holder and the chain keep each other alive until the
+        // configuration's shutdown hooks run.
+        assert!(weak.upgrade().is_some());
+        for hook in std::mem::take(&mut shared.on_shutdown) {
+            hook().expect("hook");
+        }
+        assert!(weak.upgrade().is_none(), "the cycle was not broken");
+    }
 }

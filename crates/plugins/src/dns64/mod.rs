@@ -7,8 +7,8 @@ use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::metrics::{Counter, Family};
 use clusterdns_plugin::response::Kind;
 use clusterdns_plugin::{
-    BoxFuture, ChainTail, Deferred, Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter,
-    SetupCtx,
+    BlockChain, BoxFuture, ChainTail, Deferred, Flow, Outcome, Plugin, PluginDef, Request,
+    ResponseWriter, SetupCtx,
 };
 use clusterdns_wire::{Class, Message, RData, Rcode, Record, RecordData, Rtype, Section};
 
@@ -106,7 +106,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         })
         .collect();
     let tail = ChainTail::default();
-    let whole = ChainTail::default();
+    let whole = BlockChain::default();
     ctx.bind_chain(&whole);
     ctx.add_plugin(Arc::new(Dns64 {
         prefix: pfx.0,
@@ -135,7 +135,7 @@ pub struct Dns64 {
     tail: ChainTail,
     /// The block's whole chain: the A lookup asks it, as CoreDNS asks its
     /// server again.
-    whole: ChainTail,
+    whole: BlockChain,
 }
 
 impl std::fmt::Debug for Dns64 {
@@ -316,9 +316,10 @@ impl Plugin for Dns64 {
             };
             // The A records, asked of the whole block again as CoreDNS
             // asks its server.
-            let whole = self.whole.get().unwrap_or(tail);
+            let whole = self.whole.get();
+            let chain = whole.as_ref().unwrap_or(tail);
             let Some(a) =
-                crate::kubernetes::upstream::lookup(whole, req, req.qname(), Rtype::A).await
+                crate::kubernetes::upstream::lookup(chain, req, req.qname(), Rtype::A).await
             else {
                 w.write_error(req, Rcode::SERVFAIL);
                 return Flow::Answered;
@@ -345,7 +346,7 @@ mod tests {
             translated: Arc::new(Family::new("x", "x", &["server"])),
             servers: Vec::new(),
             tail: ChainTail::default(),
-            whole: ChainTail::default(),
+            whole: BlockChain::default(),
         };
         assert_eq!(d.to6([192, 0, 2, 33]).to_string(), "64:ff9b::c000:221");
         for (len, want) in [

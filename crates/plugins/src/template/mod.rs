@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 
 use clusterdns_plugin::{
-    BoxFuture, ChainTail, Flow, Plugin, PluginDef, PluginError, Request, ResponseWriter,
+    BlockChain, BoxFuture, Flow, Plugin, PluginDef, PluginError, Request, ResponseWriter,
 };
 use clusterdns_wire::{Class, Name, Rcode, Record, RecordData, Rtype, Section};
 use regex::Regex;
@@ -56,7 +56,7 @@ pub struct TemplatePlugin {
     templates: Vec<Tmpl>,
     metrics: Metrics,
     /// The block's whole chain, for the targets of CNAME answers.
-    tail: ChainTail,
+    tail: BlockChain,
 }
 
 /// The longest of `zones` that `name` is in.
@@ -190,12 +190,13 @@ impl Plugin for TemplatePlugin {
             // CoreDNS recurses without a bound on a CNAME loop; here the
             // depth is capped.
             let depth = DEPTH.try_with(|d| *d).unwrap_or(0);
+            let chain = self.tail.get();
             let mut found: Vec<Option<Vec<u8>>> = Vec::with_capacity(p.answer.len());
             for r in &p.answer {
-                let up = match (&r.data, self.tail.get()) {
-                    (RecordData::Cname(target), Some(tail)) if depth < MAX_DEPTH => {
+                let up = match (&r.data, &chain) {
+                    (RecordData::Cname(target), Some(chain)) if depth < MAX_DEPTH => {
                         let ask =
-                            crate::kubernetes::upstream::lookup(tail, req, target, req.qtype());
+                            crate::kubernetes::upstream::lookup(chain, req, target, req.qtype());
                         DEPTH.scope(depth + 1, ask).await
                     }
                     _ => None,

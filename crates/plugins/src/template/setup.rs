@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
-use clusterdns_plugin::{ChainTail, SetupCtx};
+use clusterdns_plugin::{BlockChain, SetupCtx};
 use clusterdns_wire::{Class, Name, Rcode, Record, Rtype};
 use regex::Regex;
 
@@ -24,7 +24,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
     let metrics = super::Metrics::new(&ctx.shared.metrics);
     // CNAME targets are looked up through the whole block again, as
     // CoreDNS's re-entry of its server does.
-    let tail = ChainTail::default();
+    let tail = BlockChain::default();
     ctx.bind_chain(&tail);
     ctx.add_plugin(Arc::new(TemplatePlugin {
         zones: all_zones,
