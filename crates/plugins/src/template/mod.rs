@@ -89,8 +89,31 @@ tokio::task_local! {
 }
 
 thread_local! {
-    /// The query name's text and a rendered record, reused per thread.
-    static BUFS: RefCell<(String, String)> = const { RefCell::new((String::new(), String::new())) };
+    /// The texts a query's templates read and render, reused per thread.
+    static BUFS: RefCell<Bufs> = const { RefCell::new(Bufs::new()) };
+}
+
+/// Text buffers, kept per thread so that rendering allocates no string.
+struct Bufs {
+    /// The query name, lowercase (what the regexes see).
+    name: String,
+    /// The rendered record.
+    rr: String,
+    /// The client's address.
+    remote: String,
+    /// The query name as sent.
+    qname: String,
+}
+
+impl Bufs {
+    const fn new() -> Bufs {
+        Bufs {
+            name: String::new(),
+            rr: String::new(),
+            remote: String::new(),
+            qname: String::new(),
+        }
+    }
 }
 
 /// A reply worked out on the synchronous pass whose CNAME answers need
@@ -128,9 +151,9 @@ impl Plugin for TemplatePlugin {
                     msg: "re-entered".into(),
                 });
             };
-            let (name, rr) = &mut *bufs;
-            name.clear();
-            let _ = write!(name, "{lower}");
+            let bufs = &mut *bufs;
+            bufs.name.clear();
+            let _ = write!(bufs.name, "{lower}");
             for t in &self.templates {
                 let Some(zone) = longest(&t.zones, lower, |z| &z.0) else {
                     continue;
@@ -142,7 +165,7 @@ impl Plugin for TemplatePlugin {
                 if t.qtype != Rtype::ANY && qt != Rtype::ANY && qt != t.qtype {
                     continue;
                 }
-                let reply = match self.run(t, &zone.1, name, req, rr) {
+                let reply = match self.run(t, &zone.1, req, bufs) {
                     Ok(Some(r)) => r,
                     Ok(None) => continue,
                     Err(e) => return Flow::Fail(e),
@@ -216,10 +239,16 @@ impl TemplatePlugin {
         &self,
         t: &Tmpl,
         zone: &str,
-        name: &str,
         req: &Request<'_>,
-        rr: &mut String,
+        bufs: &mut Bufs,
     ) -> Result<Option<Reply>, PluginError> {
+        let Bufs {
+            name,
+            rr,
+            remote,
+            qname,
+        } = bufs;
+        let name = name.as_str();
         let mut matched = None;
         for re in &t.regex {
             if t.reads_match {
@@ -258,16 +287,18 @@ impl TemplatePlugin {
         if t.answer.is_empty() && t.authority.is_empty() && t.additional.is_empty() {
             return Ok(Some(Reply::Records(p)));
         }
-        let remote = req.client.ip().to_string();
-        let qname = req.qname().to_string();
+        remote.clear();
+        let _ = write!(remote, "{}", req.client.ip());
+        qname.clear();
+        let _ = write!(qname, "{}", req.qname());
         let d = Data {
             zone,
             name,
             regex: re.as_str(),
             class,
             rtype,
-            remote: &remote,
-            qname: &qname,
+            remote,
+            qname,
             qtype: qt.0,
             qclass: qc.0,
             id: req.query.header().id,
