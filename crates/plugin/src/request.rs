@@ -189,6 +189,24 @@ impl Edits {
         (flags & !c) | s
     }
 
+    /// A copy, for a plugin that hands the plugins behind it a query of
+    /// its own (*rewrite*): they start from the changes made so far.
+    pub fn copied(&self) -> Edits {
+        let load = |a: &AtomicU16| AtomicU16::new(a.load(Ordering::Relaxed));
+        Edits {
+            udp_size: load(&self.udp_size),
+            flags_set: load(&self.flags_set),
+            flags_clear: load(&self.flags_clear),
+            server: [
+                load(&self.server[0]),
+                load(&self.server[1]),
+                load(&self.server[2]),
+            ],
+            detached: AtomicBool::new(self.detached.load(Ordering::Relaxed)),
+            timeout_ns: AtomicU64::new(self.timeout_ns.load(Ordering::Relaxed)),
+        }
+    }
+
     /// Whether no plugin changed anything.
     pub fn is_empty(&self) -> bool {
         self.udp_size().is_none() && self.flag_masks() == (0, 0)

@@ -28,6 +28,7 @@ pub mod nsid;
 pub mod prometheus;
 pub mod ready;
 pub mod reload;
+pub mod rewrite;
 pub mod template;
 pub mod whoami;
 
@@ -58,6 +59,7 @@ pub fn registry() -> Vec<PluginDef> {
         chaos::DEF,
         loadbalance::DEF,
         cache::DEF,
+        rewrite::DEF,
         header::DEF,
         minimal::DEF,
         template::DEF,
