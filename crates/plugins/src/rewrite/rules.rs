@@ -493,7 +493,10 @@ impl<'r> Pass<'r> {
         if let Some(i) = opt.options.iter().position(|(c, _)| mine(*c)) {
             match action {
                 EdnsAction::Replace | EdnsAction::Set => {
-                    if revert {
+                    // CoreDNS restores by the option's Code field, which
+                    // miekg/dns leaves 0 in the NSID and subnet options it
+                    // reads from a query: only local options get theirs back.
+                    if revert && matches!(e.kind, EdnsKind::Local { .. }) {
                         resp = Some(Resp::EdnsRestore(code, opt.options[i].1.clone()));
                     }
                     opt.options[i].1 = match (&e.kind, &data, &ecs) {
