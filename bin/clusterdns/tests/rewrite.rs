@@ -330,6 +330,9 @@ impl Echo {
     }
 }
 
+/// EDNS0 options as `(code, data)`.
+type Options<'a> = Vec<(u16, &'a [u8])>;
+
 /// A query for `name` A with an OPT record carrying `options` (or none
 /// at all when `options` is `None`).
 fn raw_query(name: &str, options: Option<&[(u16, &[u8])]>) -> Vec<u8> {
@@ -383,7 +386,7 @@ fn edns0_rules_send_upstream_what_coredns_sends() {
     let local: &[u8] = b"1234";
     let ecs: &[u8] = &[0, 1, 32, 0, 1, 2, 3, 4];
     let nsid: &[u8] = b"";
-    let queries: Vec<(&str, Option<Vec<(u16, &[u8])>>)> = vec![
+    let queries: Vec<(&str, Option<Options<'_>>)> = vec![
         ("plain.example", None),
         ("empty.example", Some(vec![])),
         ("local.example", Some(vec![(0xffee, local)])),

@@ -101,10 +101,10 @@ fn dname_target(rec: &mut Record) -> Option<&mut Vec<u8>> {
 /// `rw` on a name; the name stays when the result is not one.
 fn rewrite_name(name: &mut Name, rw: impl Fn(&str) -> Option<String>) {
     let text = Text::of(name);
-    if let Some(new) = rw(text.as_str()) {
-        if let Ok(n) = Name::from_ascii(&new) {
-            *name = n;
-        }
+    if let Some(new) = rw(text.as_str())
+        && let Ok(n) = Name::from_ascii(&new)
+    {
+        *name = n;
     }
 }
 
@@ -112,11 +112,11 @@ fn rewrite_name(name: &mut Name, rw: impl Fn(&str) -> Option<String>) {
 fn rewrite_value(rec: &mut Record, rw: &dyn Fn(&str) -> Option<String>) {
     if let Some(n) = value_name(rec) {
         rewrite_name(n, rw);
-    } else if let Some(wire) = dname_target(rec) {
-        if let Ok(mut n) = Name::from_uncompressed(wire) {
-            rewrite_name(&mut n, rw);
-            *wire = n.as_wire().to_vec();
-        }
+    } else if let Some(wire) = dname_target(rec)
+        && let Ok(mut n) = Name::from_uncompressed(wire)
+    {
+        rewrite_name(&mut n, rw);
+        *wire = n.as_wire().to_vec();
     }
 }
 
@@ -174,17 +174,17 @@ fn apply(resp: &[Resp<'_>], st: &mut MsgState, mut rr: Option<&mut Record>) {
                 }
             }
             Resp::EdnsRemove(code) => {
-                if let Some(opts) = &mut st.opt_options {
-                    if let Some(i) = opts.iter().position(|(c, _)| c == code) {
-                        opts.remove(i);
-                    }
+                if let Some(opts) = &mut st.opt_options
+                    && let Some(i) = opts.iter().position(|(c, _)| c == code)
+                {
+                    opts.remove(i);
                 }
             }
             Resp::EdnsRestore(code, old) => {
-                if let Some(opts) = &mut st.opt_options {
-                    if let Some(o) = opts.iter_mut().find(|(c, _)| c == code) {
-                        o.1 = old.clone();
-                    }
+                if let Some(opts) = &mut st.opt_options
+                    && let Some(o) = opts.iter_mut().find(|(c, _)| c == code)
+                {
+                    o.1 = old.clone();
                 }
             }
             Resp::Cname(_) => {}
@@ -209,12 +209,11 @@ pub(super) fn cname_target(reply: &[u8], resp: &[Resp<'_>]) -> Option<(Name, Nam
         };
         let text = Text::of(&target);
         for r in resp.iter().rev() {
-            if let Resp::Cname(c) = r {
-                if let Some(to) = c.target(text.as_str()) {
-                    if let Ok(to) = Name::from_ascii(&to) {
-                        return Some((target, to));
-                    }
-                }
+            if let Resp::Cname(c) = r
+                && let Some(to) = c.target(text.as_str())
+                && let Ok(to) = Name::from_ascii(&to)
+            {
+                return Some((target, to));
             }
         }
     }
@@ -229,12 +228,14 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, out: &mut Vec<u8>) -> O
     let mut rrs: Vec<Rr> = Vec::with_capacity(
         usize::from(header.ancount) + usize::from(header.nscount) + usize::from(header.arcount),
     );
-    let mut opt: Option<(u16, u32, Vec<(u16, Vec<u8>)>)> = None;
+    // The reply's OPT: its TTL (extended rcode) and options; it stays
+    // among the records too, for the per-record rules.
+    let mut ext = 0u16;
+    let mut opt_options = None;
     for v in msg.records() {
         if v.rtype == Rtype::OPT {
-            let data = v.rdata_bytes(&msg);
-            opt = Some((v.class.0, v.ttl, options(data)));
-            // Kept in place as a record too, for the per-record rules.
+            ext = (v.ttl >> 24) as u16;
+            opt_options = Some(options(v.rdata_bytes(&msg)));
         }
         rrs.push(Rr {
             section: v.section,
@@ -245,10 +246,9 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, out: &mut Vec<u8>) -> O
     if let Some(splice) = &plan.cname {
         splice_cname(&mut rrs, splice, &mut header);
     }
-    let ext = opt.as_ref().map_or(0, |o| (o.1 >> 24) as u16);
     let mut st = MsgState {
         rcode: (ext << 4) | u16::from(header.rcode_low()),
-        opt_options: opt.as_ref().map(|o| o.2.clone()),
+        opt_options,
     };
     // CoreDNS: authority, then answer, then additional.
     let order = [Section::Authority, Section::Answer, Section::Additional];

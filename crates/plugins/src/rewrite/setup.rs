@@ -379,10 +379,10 @@ fn rcode_rule(args: &[String]) -> Result<Kind, String> {
 
 /// CoreDNS `isValidRCode`: 0 to 23, or a mnemonic.
 fn rcode(v: &str) -> Option<u16> {
-    if let Some(n) = parse_u32(v) {
-        if n <= 23 {
-            return u16::try_from(n).ok();
-        }
+    if let Some(n) = parse_u32(v)
+        && n <= 23
+    {
+        return u16::try_from(n).ok();
     }
     let up = v.to_uppercase();
     // miekg/dns names 16 BADSIG; BADVERS is not in its table.
