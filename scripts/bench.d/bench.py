@@ -32,9 +32,9 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 OUT = os.path.join(ROOT, "target", "bench")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVERS = ["clusterdns", "coredns", "unbound", "ceiling"]
-DNSPERF_SCENARIOS = ["hosts", "whoami", "cache-hit", "forward", "search-path", "cluster"]
+DNSPERF_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster"]
 K8S_SCENARIOS = ["search-path", "cluster", "memory", "propagation", "startup", "memory-pods"]
-ALL_SCENARIOS = ["hosts", "whoami", "cache-hit", "forward", "search-path", "cluster",
+ALL_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster",
                  "memory", "propagation", "startup", "memory-pods"]
 SERVER_CPU = "1"
 CLIENT_CPU = "0"
@@ -347,6 +347,29 @@ class Hosts(Scenario):
         return "".join(out)
 
 
+class Rewrite(Hosts):
+    """The hosts scenario's names asked under an alias suffix that a
+    `rewrite name suffix ... answer auto` rule maps onto them: beside the
+    hosts rows, the cost of the rewrite path (issue 17: <= 1.1x)."""
+
+    name = "rewrite"
+    probe = ("host0.alias.bench", 1)
+
+    def prepare(self):
+        super().prepare()
+        q = [f"host{i}.alias.bench A" for i in range(self.N)]
+        random.Random(1).shuffle(q)
+        self.fixed_file = self.max_file = self.warm_file = write(
+            os.path.join(self.dir, "queries.txt"), "\n".join(q) + "\n")
+
+    def corefile(self, port):
+        return (f".:{port} {{\n    rewrite name suffix .alias.bench. .hosts.bench. answer auto\n"
+                f"    hosts {self.hosts}\n}}\n")
+
+    def unbound_local(self):
+        return None
+
+
 class Whoami(Scenario):
     """Not in the issue's list: the server's own path (parse, chain, build),
     runnable before the data plugins exist."""
@@ -507,7 +530,7 @@ class SearchPath(Cluster):
         return True
 
 
-SCENARIO_CLASSES = {c.name: c for c in (Hosts, Whoami, CacheHit, Forward, SearchPath, Cluster)}
+SCENARIO_CLASSES = {c.name: c for c in (Hosts, Rewrite, Whoami, CacheHit, Forward, SearchPath, Cluster)}
 
 
 # --------------------------------------------------------------------------
@@ -1014,6 +1037,15 @@ def ratios(rows: list[dict]) -> list[dict]:
             for k in RATIO_KEYS:
                 a = mine.get(k) if mine else None
                 b = theirs.get(k) if theirs else None
+                entry[k] = a / b if (a is not None and b) else None
+            out.append(entry)
+    # The rewrite path against the same answers without it, per server.
+    for srv in ("clusterdns", "coredns"):
+        rw, plain = by.get(("rewrite", srv)), by.get(("hosts", srv))
+        if rw and plain:
+            entry = {"kind": "ratio", "scenario": "rewrite", "server": f"{srv} rewrite/hosts"}
+            for k in RATIO_KEYS:
+                a, b = rw.get(k), plain.get(k)
                 entry[k] = a / b if (a is not None and b) else None
             out.append(entry)
     return out

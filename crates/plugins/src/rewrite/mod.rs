@@ -73,7 +73,7 @@ struct Note(Option<Deferred>);
 
 thread_local! {
     /// Per-thread scratch for the rewritten query and the rewritten reply.
-    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static SCRATCH: RefCell<(Vec<u8>, reply::Scratch)> = RefCell::new((Vec::new(), reply::Scratch::default()));
 }
 
 /// The rules' verdict on one query.
@@ -130,14 +130,14 @@ impl Rewrite {
             cname,
         };
         SCRATCH.with(|s| {
-            let mut fresh = (Vec::new(), Vec::new());
+            let mut fresh = reply::Scratch::default();
             let mut guard = s.try_borrow_mut();
-            let (_, out) = match guard.as_deref_mut() {
-                Ok(bufs) => bufs,
+            let scratch = match guard.as_deref_mut() {
+                Ok((_, sc)) => sc,
                 Err(_) => &mut fresh,
             };
-            if reply::rewrite(w.bytes(), &plan, out).is_some() {
-                std::mem::swap(w.raw_buffer(), out);
+            if reply::rewrite(w.bytes(), &plan, scratch).is_some() {
+                std::mem::swap(w.raw_buffer(), &mut scratch.out);
             }
         });
         Flow::Answered

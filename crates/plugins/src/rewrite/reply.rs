@@ -8,7 +8,9 @@ use clusterdns_wire::{
     Section,
 };
 
-use super::rules::{AnswerRule, Opt, Resp, Text};
+use std::ops::Range;
+
+use super::rules::{AnswerRule, Opt, Resp, StrRewriter, Text};
 
 /// Option codes CoreDNS's scrub copies from a query's OPT into a reply
 /// that has none (`edns.SupportedOption`), before the local codes the
@@ -41,92 +43,123 @@ pub(super) struct CnameSplice<'a> {
 /// One record on its way to the new message.
 struct Rr {
     section: Section,
-    rec: Record,
+    owner: Name,
+    class: Class,
+    ttl: u32,
+    data: Data,
     /// From a CNAME lookup: CoreDNS's rules never visit these.
     fresh: bool,
 }
 
-/// A record's owned form; rdata of types whose names may be compressed
-/// is decoded (so it can be written again), others kept as bytes.
-fn owned(v: &RecordView<'_>, msg: &Message<'_>) -> Option<Record> {
-    match v.rtype {
-        Rtype::CNAME | Rtype::NS | Rtype::PTR | Rtype::MX | Rtype::SRV | Rtype::SOA => {
-            v.to_owned_record(msg).ok()
-        }
-        _ if v.rtype.0 == 39 => {
+/// A record's data: decoded when it holds names that may be compressed
+/// (so it can be written again), else where its bytes are.
+enum Data {
+    /// The rdata at `at` in the reply (`lookup`: in the CNAME lookup's).
+    Raw {
+        rtype: Rtype,
+        at: Range<usize>,
+        lookup: bool,
+    },
+    Rec(RecordData),
+}
+
+/// Buffers kept per thread: the rewritten message and its records.
+#[derive(Default)]
+pub(super) struct Scratch {
+    pub out: Vec<u8>,
+    rrs: Vec<Rr>,
+}
+
+impl Rr {
+    fn of(v: &RecordView<'_>, msg: &Message<'_>, lookup: bool) -> Option<Rr> {
+        let data = match v.rtype {
+            Rtype::CNAME | Rtype::NS | Rtype::PTR | Rtype::MX | Rtype::SRV | Rtype::SOA => {
+                Data::Rec(v.to_owned_record(msg).ok()?.data)
+            }
             // DNAME: one (uncompressed) name, read as a name anyway.
-            let mut off = v.rdata.start;
-            let target = Name::from_wire(msg.as_bytes(), &mut off).ok()?;
-            Some(Record {
-                name: v.name,
-                class: v.class,
-                ttl: v.ttl,
-                data: RecordData::Other {
-                    rtype: Rtype(39),
+            t if t.0 == 39 => {
+                let mut off = v.rdata.start;
+                let target = Name::from_wire(msg.as_bytes(), &mut off).ok()?;
+                Data::Rec(RecordData::Other {
+                    rtype: t,
                     data: target.as_wire().to_vec(),
-                },
-            })
-        }
-        _ => Some(Record {
-            name: v.name,
+                })
+            }
+            t => Data::Raw {
+                rtype: t,
+                at: v.rdata.clone(),
+                lookup,
+            },
+        };
+        Some(Rr {
+            section: v.section,
+            owner: v.name,
             class: v.class,
             ttl: v.ttl,
-            data: RecordData::Other {
-                rtype: v.rtype,
-                data: v.rdata_bytes(msg).to_vec(),
-            },
-        }),
+            data,
+            fresh: lookup,
+        })
+    }
+
+    /// The value a value rewrite changes (CoreDNS
+    /// `getRecordValueForRewrite`) through `rw`.
+    fn rewrite_value(&mut self, rw: &dyn Fn(&Name) -> Option<Name>) {
+        let Data::Rec(rec) = &mut self.data else {
+            return;
+        };
+        let name = match rec {
+            RecordData::Cname(n) | RecordData::Ns(n) | RecordData::Ptr(n) => n,
+            RecordData::Mx { exchange, .. } => exchange,
+            RecordData::Srv { target, .. } => target,
+            RecordData::Soa { mname, .. } => mname,
+            RecordData::Other { rtype, data } if rtype.0 == 39 => {
+                if let Some(n) = Name::from_uncompressed(data).ok().and_then(|n| rw(&n)) {
+                    *data = n.as_wire().to_vec();
+                }
+                return;
+            }
+            _ => return,
+        };
+        if let Some(n) = rw(name) {
+            *name = n;
+        }
     }
 }
 
-/// The name a value rewrite looks at (CoreDNS `getRecordValueForRewrite`).
-fn value_name(rec: &mut Record) -> Option<&mut Name> {
-    match &mut rec.data {
-        RecordData::Cname(n) | RecordData::Ns(n) | RecordData::Ptr(n) => Some(n),
-        RecordData::Mx { exchange, .. } => Some(exchange),
-        RecordData::Srv { target, .. } => Some(target),
-        RecordData::Soa { mname, .. } => Some(mname),
-        _ => None,
+/// `name` with its suffix `from` (exact bytes, label-aligned) replaced by
+/// `to`; `under`: only for names below `from`, not `from` itself.
+fn swap_suffix(name: &Name, from: &Name, to: &Name, under: bool) -> Option<Name> {
+    let w = name.as_wire();
+    let f = from.as_wire();
+    let off = w.len().checked_sub(f.len())?;
+    let mut pos = 0;
+    while pos < off {
+        pos += 1 + usize::from(w[pos]);
     }
+    if pos != off || w[off..] != *f || (under && off == 0) {
+        return None;
+    }
+    let mut buf = [0u8; 600];
+    let t = to.as_wire();
+    buf[..off].copy_from_slice(&w[..off]);
+    buf[off..off + t.len()].copy_from_slice(t);
+    Name::from_uncompressed(&buf[..off + t.len()]).ok()
 }
 
-/// A DNAME's target, kept as wire bytes in `Other`.
-fn dname_target(rec: &mut Record) -> Option<&mut Vec<u8>> {
-    match &mut rec.data {
-        RecordData::Other { rtype, data } if rtype.0 == 39 => Some(data),
-        _ => None,
+/// A fixed rewriter on a name: on wire names when it can, else on text.
+fn rewrite_with(s: &StrRewriter, name: &Name) -> Option<Name> {
+    if let StrRewriter::Suffix {
+        wire: Some((suffix, replacement)),
+        ..
+    } = s
+    {
+        return swap_suffix(name, suffix, replacement, true);
     }
-}
-
-/// `rw` on a name; the name stays when the result is not one.
-fn rewrite_name(name: &mut Name, rw: impl Fn(&str) -> Option<String>) {
     let text = Text::of(name);
-    if let Some(new) = rw(text.as_str())
-        && let Ok(n) = Name::from_ascii(&new)
-    {
-        *name = n;
+    match s.rewrite(text.as_str()) {
+        Cow::Owned(o) => Name::from_ascii(&o).ok(),
+        Cow::Borrowed(_) => None,
     }
-}
-
-/// The value of a record through `rw`.
-fn rewrite_value(rec: &mut Record, rw: &dyn Fn(&str) -> Option<String>) {
-    if let Some(n) = value_name(rec) {
-        rewrite_name(n, rw);
-    } else if let Some(wire) = dname_target(rec)
-        && let Ok(mut n) = Name::from_uncompressed(wire)
-    {
-        rewrite_name(&mut n, rw);
-        *wire = n.as_wire().to_vec();
-    }
-}
-
-/// CoreDNS's remap of `answer auto`: `src` equal to `from` or under it.
-fn remap(src: &str, from: &str, to: &str) -> Option<String> {
-    if src == from {
-        return Some(to.to_string());
-    }
-    let head = src.strip_suffix(from)?;
-    head.ends_with('.').then(|| format!("{head}{to}"))
 }
 
 /// The response options of the message, for the `revert` rules.
@@ -137,40 +170,12 @@ struct MsgState {
 
 /// Applies the rules, last first, to one record (`rr` is `None` for a
 /// message without records: then only the rcode rules run).
-fn apply(resp: &[Resp<'_>], st: &mut MsgState, mut rr: Option<&mut Record>) {
+fn apply(resp: &[Resp<'_>], st: &mut MsgState, mut rr: Option<&mut Rr>) {
     for r in resp.iter().rev() {
         match r {
             Resp::Rcode { old, new } => {
                 if st.rcode == *old {
                     st.rcode = *new;
-                }
-            }
-            _ if rr.is_none() => {}
-            Resp::Remap { from, to } => {
-                let rec = rr.as_deref_mut().expect("checked");
-                let rw = |s: &str| remap(s, from, to);
-                rewrite_name(&mut rec.name, rw);
-                rewrite_value(rec, &rw);
-            }
-            Resp::Answer(a) => {
-                let rec = rr.as_deref_mut().expect("checked");
-                match a {
-                    AnswerRule::Name(s) => rewrite_name(&mut rec.name, |n| match s.rewrite(n) {
-                        Cow::Owned(o) => Some(o),
-                        Cow::Borrowed(_) => None,
-                    }),
-                    AnswerRule::Value(s) => rewrite_value(rec, &|n| match s.rewrite(n) {
-                        Cow::Owned(o) => Some(o),
-                        Cow::Borrowed(_) => None,
-                    }),
-                }
-            }
-            Resp::Ttl { min, max } => {
-                let rec = rr.as_deref_mut().expect("checked");
-                if rec.ttl < *min {
-                    rec.ttl = *min;
-                } else if rec.ttl > *max {
-                    rec.ttl = *max;
                 }
             }
             Resp::EdnsRemove(code) => {
@@ -188,7 +193,40 @@ fn apply(resp: &[Resp<'_>], st: &mut MsgState, mut rr: Option<&mut Record>) {
                 }
             }
             Resp::Cname(_) => {}
+            _ => {
+                let Some(rec) = rr.as_deref_mut() else {
+                    continue;
+                };
+                record_rule(r, rec);
+            }
         }
+    }
+}
+
+/// A rule that changes a record.
+fn record_rule(r: &Resp<'_>, rec: &mut Rr) {
+    match r {
+        Resp::Remap { from, to } => {
+            let rw = |n: &Name| swap_suffix(n, from, to, false);
+            if let Some(n) = rw(&rec.owner) {
+                rec.owner = n;
+            }
+            rec.rewrite_value(&rw);
+        }
+        Resp::Answer(AnswerRule::Name(s)) => {
+            if let Some(n) = rewrite_with(s, &rec.owner) {
+                rec.owner = n;
+            }
+        }
+        Resp::Answer(AnswerRule::Value(s)) => rec.rewrite_value(&|n| rewrite_with(s, n)),
+        Resp::Ttl { min, max } => {
+            if rec.ttl < *min {
+                rec.ttl = *min;
+            } else if rec.ttl > *max {
+                rec.ttl = *max;
+            }
+        }
+        _ => {}
     }
 }
 
@@ -220,14 +258,13 @@ pub(super) fn cname_target(reply: &[u8], resp: &[Resp<'_>]) -> Option<(Name, Nam
     None
 }
 
-/// Writes into `out` the reply `reply` rewritten after `plan`. `None`
-/// when the reply does not parse (it is then left as it was).
-pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, out: &mut Vec<u8>) -> Option<()> {
+/// Writes into `scratch.out` the reply `reply` rewritten after `plan`.
+/// `None` when the reply does not parse (it is then left as it was).
+pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, scratch: &mut Scratch) -> Option<()> {
     let msg = Message::parse(reply).ok()?;
     let mut header = msg.header();
-    let mut rrs: Vec<Rr> = Vec::with_capacity(
-        usize::from(header.ancount) + usize::from(header.nscount) + usize::from(header.arcount),
-    );
+    let rrs = &mut scratch.rrs;
+    rrs.clear();
     // The reply's OPT: its TTL (extended rcode) and options; it stays
     // among the records too, for the per-record rules.
     let mut ext = 0u16;
@@ -237,14 +274,11 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, out: &mut Vec<u8>) -> O
             ext = (v.ttl >> 24) as u16;
             opt_options = Some(options(v.rdata_bytes(&msg)));
         }
-        rrs.push(Rr {
-            section: v.section,
-            rec: owned(&v, &msg)?,
-            fresh: false,
-        });
+        rrs.push(Rr::of(&v, &msg, false)?);
     }
+    let lookup = plan.cname.as_ref().and_then(|c| c.lookup);
     if let Some(splice) = &plan.cname {
-        splice_cname(&mut rrs, splice, &mut header);
+        splice_cname(rrs, splice, &mut header);
     }
     let mut st = MsgState {
         rcode: (ext << 4) | u16::from(header.rcode_low()),
@@ -257,12 +291,12 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, out: &mut Vec<u8>) -> O
     } else {
         for s in order {
             for rr in rrs.iter_mut().filter(|r| r.section == s && !r.fresh) {
-                apply(plan.resp, &mut st, Some(&mut rr.rec));
+                apply(plan.resp, &mut st, Some(rr));
             }
         }
     }
     header.set_rcode_low((st.rcode & 0xF) as u8);
-    let mut b = MessageBuilder::new(out, header);
+    let mut b = MessageBuilder::new(&mut scratch.out, header);
     match plan.question {
         Some((name, t, c)) => b.push_question(name, t, c).ok()?,
         None => {
@@ -274,29 +308,45 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, out: &mut Vec<u8>) -> O
     let mut has_opt = false;
     for s in [Section::Answer, Section::Authority, Section::Additional] {
         for rr in rrs.iter().filter(|r| r.section == s) {
-            if rr.rec.rtype() == Rtype::OPT {
-                has_opt = true;
-                let mut data = Vec::new();
-                let (mut class, mut ttl) = (rr.rec.class, rr.rec.ttl);
-                if let Some(o) = plan.scrub_opt {
-                    class = Class(o.udp_size);
-                    ttl &= 0xff00;
-                    if o.do_bit() {
-                        ttl |= 0x8000;
+            match &rr.data {
+                Data::Raw { rtype, .. } if *rtype == Rtype::OPT => {
+                    has_opt = true;
+                    let mut data = Vec::new();
+                    let (mut class, mut ttl) = (rr.class, rr.ttl);
+                    if let Some(o) = plan.scrub_opt {
+                        class = Class(o.udp_size);
+                        ttl &= 0xff00;
+                        if o.do_bit() {
+                            ttl |= 0x8000;
+                        }
                     }
+                    // The rcode's high bits, as miekg/dns packs them.
+                    ttl = (ttl & 0x00ff_ffff) | (u32::from(st.rcode >> 4) << 24);
+                    for (code, d) in st.opt_options.iter().flatten() {
+                        push_option(&mut data, *code, d);
+                    }
+                    let rd = RData::Raw {
+                        rtype: Rtype::OPT,
+                        data: &data,
+                    };
+                    b.push(s, &Name::root(), class, ttl, &rd).ok()?;
                 }
-                // The rcode's high bits, as miekg/dns packs them.
-                ttl = (ttl & 0x00ff_ffff) | (u32::from(st.rcode >> 4) << 24);
-                for (code, d) in st.opt_options.iter().flatten() {
-                    push_option(&mut data, *code, d);
+                Data::Raw {
+                    rtype,
+                    at,
+                    lookup: from_lookup,
+                } => {
+                    let src = if *from_lookup { lookup? } else { reply };
+                    let rd = RData::Raw {
+                        rtype: *rtype,
+                        data: src.get(at.clone())?,
+                    };
+                    b.push(s, &rr.owner, rr.class, rr.ttl, &rd).ok()?;
                 }
-                let rd = RData::Raw {
-                    rtype: Rtype::OPT,
-                    data: &data,
-                };
-                b.push(s, &Name::root(), class, ttl, &rd).ok()?;
-            } else {
-                b.push_record(s, &rr.rec).ok()?;
+                Data::Rec(rec) => {
+                    b.push(s, &rr.owner, rr.class, rr.ttl, &rec.as_rdata())
+                        .ok()?;
+                }
             }
         }
     }
@@ -362,7 +412,7 @@ fn splice_cname(rrs: &mut Vec<Rr>, splice: &CnameSplice<'_>, header: &mut Header
         if done {
             continue;
         }
-        if let RecordData::Cname(target) = &mut rr.rec.data {
+        if let Data::Rec(RecordData::Cname(target)) = &mut rr.data {
             if *target == splice.from {
                 *target = splice.to;
                 done = true;
@@ -374,15 +424,10 @@ fn splice_cname(rrs: &mut Vec<Rr>, splice: &CnameSplice<'_>, header: &mut Header
     let mut extra = Vec::new();
     if let Some(m) = splice.lookup.and_then(|l| Message::parse(l).ok()) {
         tc = m.header().tc();
-        for v in m.section(Section::Answer) {
-            if let Some(rec) = owned(&v, &m) {
-                extra.push(Rr {
-                    section: Section::Answer,
-                    rec,
-                    fresh: true,
-                });
-            }
-        }
+        extra.extend(
+            m.section(Section::Answer)
+                .filter_map(|v| Rr::of(&v, &m, true)),
+        );
     }
     // Answers first, in order, then the other sections as they were.
     let (mut answers, others): (Vec<Rr>, Vec<Rr>) =
@@ -399,8 +444,15 @@ mod tests {
 
     #[test]
     fn remap_takes_the_name_and_names_under_it() {
-        assert_eq!(remap("b.x.", "b.x.", "a.y."), Some("a.y.".into()));
-        assert_eq!(remap("c.b.x.", "b.x.", "a.y."), Some("c.a.y.".into()));
-        assert_eq!(remap("cb.x.", "b.x.", "a.y."), None);
+        let n = |s: &str| Name::from_ascii(s).unwrap();
+        let (from, to) = (n("b.x."), n("a.y."));
+        assert_eq!(swap_suffix(&n("b.x."), &from, &to, false), Some(n("a.y.")));
+        assert_eq!(
+            swap_suffix(&n("c.b.x."), &from, &to, false),
+            Some(n("c.a.y."))
+        );
+        assert_eq!(swap_suffix(&n("cb.x."), &from, &to, false), None);
+        assert_eq!(swap_suffix(&n("B.x."), &from, &to, false), None);
+        assert_eq!(swap_suffix(&n("b.x."), &from, &to, true), None);
     }
 }

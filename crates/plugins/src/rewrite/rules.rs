@@ -67,6 +67,8 @@ pub(super) struct NameRule {
     /// in `answers`).
     pub auto: bool,
     pub replacement: String,
+    /// An exact rule's FROM and TO as names, when both are.
+    pub wire: Option<(Name, Name)>,
     /// The explicit answer rules, in order.
     pub answers: Vec<AnswerRule>,
 }
@@ -77,7 +79,30 @@ pub(super) enum StrRewriter {
     /// The whole name becomes `replacement` with `{N}` groups filled in.
     Regex { re: Regex, replacement: String },
     /// A name ending in `suffix` gets `replacement` in its stead.
-    Suffix { suffix: String, replacement: String },
+    Suffix {
+        suffix: String,
+        replacement: String,
+        /// Both as names, when both start with a dot (label-aligned): then
+        /// the rewrite is done on wire names.
+        wire: Option<(Name, Name)>,
+    },
+}
+
+impl StrRewriter {
+    /// A suffix rewriter, with its wire form when it has one.
+    pub fn suffix(suffix: &str, replacement: &str) -> StrRewriter {
+        let as_name = |s: &str| {
+            s.strip_prefix('.')
+                .filter(|rest| !rest.is_empty() && !rest.starts_with('.'))
+                .and_then(|rest| Name::from_ascii(rest).ok())
+        };
+        let wire = as_name(suffix).zip(as_name(replacement));
+        StrRewriter::Suffix {
+            suffix: suffix.to_string(),
+            replacement: replacement.to_string(),
+            wire,
+        }
+    }
 }
 
 impl StrRewriter {
@@ -90,6 +115,7 @@ impl StrRewriter {
             StrRewriter::Suffix {
                 suffix,
                 replacement,
+                ..
             } => match src.strip_suffix(suffix.as_str()) {
                 Some(before) => Cow::Owned(format!("{before}{replacement}")),
                 None => Cow::Borrowed(src),
@@ -224,8 +250,8 @@ pub(super) enum Resp<'r> {
     /// `answer auto`: names (and values) equal to or under `from` get
     /// `to` in its place.
     Remap {
-        from: Cow<'r, str>,
-        to: Cow<'r, str>,
+        from: Name,
+        to: Name,
     },
     Answer(&'r AnswerRule),
     Ttl {
@@ -256,7 +282,19 @@ impl Text {
             buf: [0; 1024],
             len: 0,
         };
-        let _ = write!(t, "{name}");
+        // Labels of letters, digits, `-` and `_` are their own text: copied
+        // without the formatter (the common case, on every rewritten query).
+        let plain = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
+        if name.is_root() || !name.labels().all(|l| l.iter().all(plain)) {
+            let _ = write!(t, "{name}");
+            return t;
+        }
+        for label in name.labels() {
+            t.buf[t.len..t.len + label.len()].copy_from_slice(label);
+            t.len += label.len();
+            t.buf[t.len] = b'.';
+            t.len += 1;
+        }
         t
     }
 
@@ -280,6 +318,8 @@ impl std::fmt::Write for Text {
 pub(super) struct Pass<'r> {
     /// `state.Name()` of the query as received.
     orig: Text,
+    /// The query name in lowercase.
+    orig_wire: Name,
     /// The name once a rule rewrote it.
     name: Option<Cow<'r, str>>,
     /// Its wire form, checked.
@@ -298,6 +338,7 @@ impl<'r> Pass<'r> {
     pub fn new(req: &Request<'_>) -> Pass<'r> {
         Pass {
             orig: Text::of(req.qname_lower()),
+            orig_wire: *req.qname_lower(),
             name: None,
             wire: None,
             qtype: req.qtype().0,
@@ -423,17 +464,20 @@ impl<'r> Pass<'r> {
         };
         if n.auto {
             // The reply's names go back from the new name to the one
-            // asked (lowercase), as CoreDNS's remap does.
-            let to: Cow<'r, str> = match (&n.m, &self.name) {
-                (Match::Exact(from), _) => Cow::Borrowed(from.as_str()),
-                (_, Some(Cow::Borrowed(b))) => Cow::Borrowed(b),
-                _ => Cow::Owned(cur.to_string()),
+            // asked (lowercase), as CoreDNS's remap does; compared as wire
+            // names (the same test as its string one for names whose
+            // labels hold no dots), so no text per record.
+            let to = match (&n.m, &n.wire) {
+                (Match::Exact(_), Some((from, _))) => Some(*from),
+                _ => self.wire.or(Some(self.orig_wire)),
             };
-            let from = match &new {
-                Cow::Borrowed(b) => Cow::Borrowed(*b),
-                Cow::Owned(o) => Cow::Owned(o.clone()),
+            let from = match (&n.m, &n.wire) {
+                (Match::Exact(_), Some((_, to))) => Some(*to),
+                _ => Name::from_ascii(&new).ok(),
             };
-            self.resp.push(Resp::Remap { from, to });
+            if let (Some(from), Some(to)) = (from, to) {
+                self.resp.push(Resp::Remap { from, to });
+            }
         }
         self.resp.extend(n.answers.iter().map(Resp::Answer));
         self.set_name(new);

@@ -7,7 +7,7 @@ use super::rules::{
     StrRewriter, Variable,
 };
 use clusterdns_corefile::Directive;
-use clusterdns_wire::{Rcode, Rtype};
+use clusterdns_wire::{Name, Rcode, Rtype};
 
 /// CoreDNS's limit on a regex pattern's length.
 const MAX_REGEX_LEN: usize = 10000;
@@ -167,10 +167,12 @@ fn name_rule(args: &[String]) -> Result<NameRule, String> {
     let m = match how.as_str() {
         "exact" => {
             valid_regex(&to, &from)?;
+            let wire = Name::from_ascii(&from).ok().zip(Name::from_ascii(&to).ok());
             return Ok(NameRule {
                 m: Match::Exact(from),
                 auto: true,
                 replacement: to,
+                wire,
                 answers,
             });
         }
@@ -178,10 +180,7 @@ fn name_rule(args: &[String]) -> Result<NameRule, String> {
         "suffix" => {
             // The reverse suffix rewrite stands in for `auto`.
             if auto {
-                let back = StrRewriter::Suffix {
-                    suffix: to.clone(),
-                    replacement: from.clone(),
-                };
+                let back = StrRewriter::suffix(&to, &from);
                 answers.splice(
                     0..0,
                     [AnswerRule::Name(back.clone()), AnswerRule::Value(back)],
@@ -191,6 +190,7 @@ fn name_rule(args: &[String]) -> Result<NameRule, String> {
                 m: Match::Suffix(from),
                 auto: false,
                 replacement: to,
+                wire: None,
                 answers,
             });
         }
@@ -210,6 +210,7 @@ fn name_rule(args: &[String]) -> Result<NameRule, String> {
         m,
         auto,
         replacement: to,
+        wire: None,
         answers,
     })
 }
