@@ -53,6 +53,9 @@ struct Rr {
 
 /// A record's data: decoded when it holds names that may be compressed
 /// (so it can be written again), else where its bytes are.
+// Records live in a per-thread vector that is reused: boxing the decoded
+// form would allocate per record.
+#[allow(clippy::large_enum_variant)]
 enum Data {
     /// The rdata at `at` in the reply (`lookup`: in the CNAME lookup's).
     Raw {
@@ -149,11 +152,10 @@ fn swap_suffix(name: &Name, from: &Name, to: &Name, under: bool) -> Option<Name>
 /// A fixed rewriter on a name: on wire names when it can, else on text.
 fn rewrite_with(s: &StrRewriter, name: &Name) -> Option<Name> {
     if let StrRewriter::Suffix {
-        wire: Some((suffix, replacement)),
-        ..
+        wire: Some(wire), ..
     } = s
     {
-        return swap_suffix(name, suffix, replacement, true);
+        return swap_suffix(name, &wire.0, &wire.1, true);
     }
     let text = Text::of(name);
     match s.rewrite(text.as_str()) {

@@ -27,7 +27,7 @@ pub(super) struct Rule {
 /// The kinds of rule.
 #[derive(Debug)]
 pub(super) enum Kind {
-    Name(NameRule),
+    Name(Box<NameRule>),
     Class(u16, u16),
     Type(u16, u16),
     Ttl { m: Match, min: u32, max: u32 },
@@ -68,7 +68,7 @@ pub(super) struct NameRule {
     pub auto: bool,
     pub replacement: String,
     /// An exact rule's FROM and TO as names, when both are.
-    pub wire: Option<(Name, Name)>,
+    pub wire: Option<Box<(Name, Name)>>,
     /// The explicit answer rules, in order.
     pub answers: Vec<AnswerRule>,
 }
@@ -84,7 +84,7 @@ pub(super) enum StrRewriter {
         replacement: String,
         /// Both as names, when both start with a dot (label-aligned): then
         /// the rewrite is done on wire names.
-        wire: Option<(Name, Name)>,
+        wire: Option<Box<(Name, Name)>>,
     },
 }
 
@@ -96,7 +96,7 @@ impl StrRewriter {
                 .filter(|rest| !rest.is_empty() && !rest.starts_with('.'))
                 .and_then(|rest| Name::from_ascii(rest).ok())
         };
-        let wire = as_name(suffix).zip(as_name(replacement));
+        let wire = as_name(suffix).zip(as_name(replacement)).map(Box::new);
         StrRewriter::Suffix {
             suffix: suffix.to_string(),
             replacement: replacement.to_string(),
@@ -245,6 +245,9 @@ impl Opt {
 }
 
 /// What a reply must get back, collected as the rules match.
+// Held by value in one vector per rewritten query: boxing the names of
+// `Remap` would allocate twice more for it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum Resp<'r> {
     /// `answer auto`: names (and values) equal to or under `from` get
@@ -467,11 +470,11 @@ impl<'r> Pass<'r> {
             // asked (lowercase), as CoreDNS's remap does; compared as wire
             // names (the same test as its string one for names whose
             // labels hold no dots), so no text per record.
-            let to = match (&n.m, &n.wire) {
+            let to = match (&n.m, n.wire.as_deref()) {
                 (Match::Exact(_), Some((from, _))) => Some(*from),
                 _ => self.wire.or(Some(self.orig_wire)),
             };
-            let from = match (&n.m, &n.wire) {
+            let from = match (&n.m, n.wire.as_deref()) {
                 (Match::Exact(_), Some((_, to))) => Some(*to),
                 _ => Name::from_ascii(&new).ok(),
             };

@@ -55,7 +55,7 @@ pub(super) fn rule(args: &[String]) -> Result<Rule, String> {
     let params = &rest[1..];
     let kind = match rule_type.as_str() {
         "answer" => return Err("response rewrites must begin with a name rule".into()),
-        "name" => Kind::Name(name_rule(params)?),
+        "name" => Kind::Name(Box::new(name_rule(params)?)),
         "class" | "type" => {
             if rest.len() != 3 {
                 return Err(format!("{rule_type} rules must have exactly two arguments"));
@@ -167,7 +167,10 @@ fn name_rule(args: &[String]) -> Result<NameRule, String> {
     let m = match how.as_str() {
         "exact" => {
             valid_regex(&to, &from)?;
-            let wire = Name::from_ascii(&from).ok().zip(Name::from_ascii(&to).ok());
+            let wire = Name::from_ascii(&from)
+                .ok()
+                .zip(Name::from_ascii(&to).ok())
+                .map(Box::new);
             return Ok(NameRule {
                 m: Match::Exact(from),
                 auto: true,
