@@ -552,3 +552,73 @@ fn bad_arguments_give_coredns_errors_with_the_place() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+#[test]
+fn failures_behind_go_through_the_rcode_rules_as_in_coredns() {
+    // Nothing listens on the upstream port: forward fails at once
+    // (connection refused) and the server or rewrite writes the reply.
+    let coredns = coredns_or_skip!();
+    let dead = clusterdns_test_support::free_port()
+        .expect("a free port")
+        .to_string();
+    let cases: Vec<(&str, Vec<Query>)> = vec![
+        (
+            r"    rewrite rcode regex .*\.example\. SERVFAIL NOERROR",
+            vec![q("a.example", "A"), q("a.example", "A").edns(1232)],
+        ),
+        (
+            "    rewrite name exact b.example. a.example.",
+            vec![q("b.example", "A"), q("b.example", "A").edns(1232)],
+        ),
+        (
+            "    rewrite continue name exact b.example. a.example.
+    rewrite rcode a.example. SERVFAIL REFUSED",
+            vec![q("b.example", "A"), q("c.example", "A")],
+        ),
+        // A name hosts answers still comes back rewritten.
+        (
+            "    rewrite name exact api.test. kubernetes.default.svc.cluster.local.",
+            vec![q("api.test", "A")],
+        ),
+    ];
+    let d = cases_differ(&coredns, &dead, &cases);
+    assert!(d.is_empty(), "{}", d.join("\n\n"));
+}
+
+fn metrics(s: &RunningServer) -> String {
+    let port = s.port("PORT_METRICS").expect("a metrics port");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
+    assert_eq!(r.status, 200, "{}", s.name);
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+#[test]
+fn dns_metrics_of_rewritten_queries_agree() {
+    // CoreDNS's rewrite has no metrics of its own; the server's count the
+    // rewritten queries as asked, with the same plugin label.
+    let coredns = coredns_or_skip!();
+    let (_up, port) = upstream(&coredns, UPSTREAM);
+    for head in ["    errors\n", ""] {
+        let corefile = format!(
+            ".:@PORT@ {{\n    bind 127.0.0.1\n    prometheus 127.0.0.1:@PORT_METRICS@\n{head}    rewrite continue name prefix www a\n    rewrite name exact b.example. a.example.\n    rewrite rcode nx.test. NXDOMAIN NOERROR\n    forward . 127.0.0.1:@UP@\n}}\n"
+        );
+        let diff = differential(&coredns, &corefile, &port);
+        let qs = [
+            q("b.example", "A"),
+            q("www.x.example", "A"),
+            q("c.example", "A").edns(1232),
+            q("nx.test", "A"),
+            q("sf.test", "A"),
+        ];
+        let _ = disagreements(&diff, &qs);
+        let d = clusterdns_test_support::compare_metrics(
+            &metrics(&diff.reference),
+            diff.reference.addr.port(),
+            &metrics(&diff.candidate),
+            diff.candidate.addr.port(),
+            &["coredns_dns_", "coredns_plugin_enabled"],
+        );
+        assert!(d.is_empty(), "{head}:\n{}", d.join("\n"));
+    }
+}
