@@ -269,12 +269,19 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, scratch: &mut Scratch) 
     rrs.clear();
     // The reply's OPT: its TTL (extended rcode) and options; it stays
     // among the records too, for the per-record rules.
+    // The options are only taken apart for the `revert` rules.
+    let reverts = plan
+        .resp
+        .iter()
+        .any(|r| matches!(r, Resp::EdnsRemove(_) | Resp::EdnsRestore(..)));
     let mut ext = 0u16;
     let mut opt_options = None;
     for v in msg.records() {
         if v.rtype == Rtype::OPT {
             ext = (v.ttl >> 24) as u16;
-            opt_options = Some(options(v.rdata_bytes(&msg)));
+            if reverts {
+                opt_options = Some(options(v.rdata_bytes(&msg)));
+            }
         }
         rrs.push(Rr::of(&v, &msg, false)?);
     }
@@ -311,9 +318,9 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, scratch: &mut Scratch) 
     for s in [Section::Answer, Section::Authority, Section::Additional] {
         for rr in rrs.iter().filter(|r| r.section == s) {
             match &rr.data {
-                Data::Raw { rtype, .. } if *rtype == Rtype::OPT => {
+                Data::Raw { rtype, at, .. } if *rtype == Rtype::OPT => {
                     has_opt = true;
-                    let mut data = Vec::new();
+                    let raw = reply.get(at.clone())?;
                     let (mut class, mut ttl) = (rr.class, rr.ttl);
                     if let Some(o) = plan.scrub_opt {
                         class = Class(o.udp_size);
@@ -324,12 +331,19 @@ pub(super) fn rewrite(reply: &[u8], plan: &Plan<'_, '_>, scratch: &mut Scratch) 
                     }
                     // The rcode's high bits, as miekg/dns packs them.
                     ttl = (ttl & 0x00ff_ffff) | (u32::from(st.rcode >> 4) << 24);
-                    for (code, d) in st.opt_options.iter().flatten() {
-                        push_option(&mut data, *code, d);
-                    }
+                    let mut built = Vec::new();
+                    let data = match &st.opt_options {
+                        Some(opts) => {
+                            for (code, d) in opts {
+                                push_option(&mut built, *code, d);
+                            }
+                            &built[..]
+                        }
+                        None => raw,
+                    };
                     let rd = RData::Raw {
                         rtype: Rtype::OPT,
-                        data: &data,
+                        data,
                     };
                     b.push(s, &Name::root(), class, ttl, &rd).ok()?;
                 }
