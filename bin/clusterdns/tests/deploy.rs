@@ -1061,3 +1061,45 @@ fn node_local_dns_runs_one_pod_per_fake_node() {
         }
     });
 }
+
+/// The README's node-local-dns overlay, as written there, renders
+/// deploy/node-local-dns with the pushed node-cache image and nothing else
+/// changed.
+#[test]
+fn the_readme_node_cache_overlay_names_the_pushed_image() {
+    let kubectl = rig_dir().join("bin/kubectl");
+    if !kubectl.exists() {
+        return skip("no kubectl in the rig: run `scripts/rig build`");
+    }
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
+    let open = "cat >my-node-cache/kustomization.yaml <<EOF\n";
+    let start = readme.find(open).expect("the overlay in README.md") + open.len();
+    let len = readme[start..].find("\nEOF\n").expect("end of the overlay") + 1;
+    let example = &readme[start..start + len];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = dir.path().join("my-node-cache");
+    std::fs::create_dir(&overlay).expect("mkdir");
+    let base = relative(&overlay, &node_local_dns());
+    let text = example
+        .replace(
+            "../deploy/node-local-dns",
+            base.to_str().expect("utf-8 path"),
+        )
+        .replace("REGISTRY", "registry.example");
+    assert_ne!(text, example, "the example names ../deploy/node-local-dns");
+    std::fs::write(overlay.join("kustomization.yaml"), text).expect("write");
+    let out = objects(&kustomize(&overlay));
+    let mut base = objects(&kustomize(&node_local_dns()));
+    let ds = "DaemonSet/kube-system/node-local-dns";
+    assert_eq!(
+        out[ds]["spec"]["template"]["spec"]["containers"][0]["image"].as_str(),
+        Some("registry.example/clusterdns-node-cache:0.1.0")
+    );
+    if let Some(c) = base
+        .get_mut(ds)
+        .and_then(|d| d["spec"]["template"]["spec"]["containers"].get_mut(0))
+    {
+        c["image"] = Yaml::from("registry.example/clusterdns-node-cache:0.1.0");
+    }
+    assert_eq!(out, base, "only the image changes");
+}
