@@ -136,8 +136,15 @@ gen_certs() {
         openssl req -x509 -new -key ca.key -subj "/CN=clusterdns-rig-ca" -days 3650 -out ca.crt \
             -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
         openssl ecparam -name prime256v1 -genkey -noout -out apiserver.key 2>/dev/null
+        # The first address of the IPv4 Service range too (the `kubernetes`
+        # Service, 10.96.0.1), as kubeadm's certificate has it: a client that
+        # reaches the apiserver through KUBERNETES_SERVICE_HOST, as a pod does,
+        # verifies that address (tests/in_cluster.rs).
+        local range=${SERVICE_CIDR%%,*}
+        range=${range%/*}
+        local service_ip=${range%.*}.$((${range##*.} + 1))
         printf '%s\n' \
-            "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+            "subjectAltName=IP:127.0.0.1,IP:::1,IP:$service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
             "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
             "extendedKeyUsage=serverAuth" >apiserver.ext
         openssl req -new -key apiserver.key -subj "/CN=kube-apiserver" 2>/dev/null |

@@ -25,11 +25,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use clusterdns_test_support::{PrivateRig, Rig, rig_dir, rig_required, workspace_root};
+use clusterdns_test_support::{PrivateRig, Rig, eventually, rig_dir, skip, workspace_root};
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
 
@@ -41,13 +40,6 @@ fn kustomization() -> PathBuf {
 
 fn chart() -> PathBuf {
     workspace_root().join("deploy/helm/clusterdns")
-}
-
-fn skip(why: &str) {
-    if rig_required() {
-        panic!("{why} (CLUSTERDNS_REQUIRE_RIG=1 makes this a failure)");
-    }
-    eprintln!("SKIPPED: {why}");
 }
 
 /// The rig's helm (`scripts/rig build --helm`), or `None` after [`skip`].
@@ -150,13 +142,41 @@ fn objects(yaml: &str) -> BTreeMap<String, Yaml> {
 }
 
 fn kubectl_kustomize() -> String {
+    kustomize(&kustomization())
+}
+
+/// `kubectl kustomize DIR`.
+fn kustomize(dir: &Path) -> String {
     let kubectl = rig_dir().join("bin/kubectl");
-    let dir = kustomization();
     run(
         &kubectl,
         &["kustomize", dir.to_str().expect("utf-8 path")],
         &[],
     )
+}
+
+/// The same objects, field for field, from kustomize and from helm.
+fn assert_same_objects(
+    from_kustomize: &BTreeMap<String, Yaml>,
+    from_helm: &BTreeMap<String, Yaml>,
+) {
+    for (key, k) in from_kustomize {
+        let h = from_helm
+            .get(key)
+            .unwrap_or_else(|| panic!("helm does not render {key}"));
+        assert_eq!(
+            k,
+            h,
+            "{key} differs:\nkustomize:\n{}\nhelm:\n{}",
+            serde_norway::to_string(k).unwrap_or_default(),
+            serde_norway::to_string(h).unwrap_or_default()
+        );
+    }
+    assert_eq!(
+        from_helm.keys().collect::<Vec<_>>(),
+        from_kustomize.keys().collect::<Vec<_>>(),
+        "helm renders more"
+    );
 }
 
 const OBJECTS: [&str; 6] = [
@@ -186,19 +206,7 @@ fn helm_defaults_render_exactly_the_kustomize_objects() {
             .collect::<Vec<_>>(),
         OBJECTS
     );
-    for (key, k) in &from_kustomize {
-        let h = from_helm
-            .get(key)
-            .unwrap_or_else(|| panic!("helm does not render {key}"));
-        assert_eq!(
-            k,
-            h,
-            "{key} differs:\nkustomize:\n{}\nhelm:\n{}",
-            serde_norway::to_string(k).unwrap_or_default(),
-            serde_norway::to_string(h).unwrap_or_default()
-        );
-    }
-    assert_eq!(from_helm.len(), from_kustomize.len(), "helm renders more");
+    assert_same_objects(&from_kustomize, &from_helm);
 
     // The image kustomize writes is the one scripts/image tags.
     let dep = &from_kustomize["Deployment/kube-system/coredns"];
@@ -373,17 +381,11 @@ fn helm_values_land_where_they_should() {
     assert!(dep["spec"].get("replicas").is_none(), "{dep:?}");
 }
 
-#[test]
-fn every_manifest_passes_server_side_dry_run() {
-    let Some(helm) = helm_bin() else { return };
-    let Some(private) = PrivateRig::start(&[]) else {
-        return;
-    };
-    let rig = private.rig();
-    let helm = Helm::new(helm);
-    let dir = kustomization();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("deploy/cluster-dns")
+/// `kubectl apply --dry-run=server` of each manifest in `dir` on its own,
+/// then of the kustomization: `objects` of them, all accepted.
+fn dry_run_dir(rig: &Rig, dir: &Path, objects: usize) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())
         .filter(|p| {
             p.extension().is_some_and(|e| e == "yaml")
@@ -391,7 +393,7 @@ fn every_manifest_passes_server_side_dry_run() {
         })
         .collect();
     files.sort();
-    assert_eq!(files.len(), OBJECTS.len(), "{files:?}");
+    assert_eq!(files.len(), objects, "{files:?}");
     for f in &files {
         let out = rig
             .kubectl(&[
@@ -411,11 +413,19 @@ fn every_manifest_passes_server_side_dry_run() {
             dir.to_str().expect("utf-8"),
         ])
         .expect("kustomization");
-    assert_eq!(
-        out.matches("(server dry run)").count(),
-        OBJECTS.len(),
-        "{out}"
-    );
+    assert_eq!(out.matches("(server dry run)").count(), objects, "{out}");
+}
+
+#[test]
+fn every_manifest_passes_server_side_dry_run() {
+    let Some(helm) = helm_bin() else { return };
+    let Some(private) = PrivateRig::start(&[]) else {
+        return;
+    };
+    let rig = private.rig();
+    let helm = Helm::new(helm);
+    let dir = kustomization();
+    dry_run_dir(rig, &dir, OBJECTS.len());
     let rendered = helm.template("kube-system", &[]);
     let out = rig
         .kubectl_with_input(&["apply", "--dry-run=server", "-f", "-"], &rendered)
@@ -428,20 +438,6 @@ fn every_manifest_passes_server_side_dry_run() {
     // Nothing was created.
     let err = rig.kubectl(&["-n", "kube-system", "get", "deployment", "coredns"]);
     assert!(err.is_err(), "dry run created the Deployment: {err:?}");
-}
-
-/// Polls `check` every 250 ms until it returns `Some`, for at most `secs`.
-fn eventually<T>(secs: u64, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match check() {
-            Ok(v) => return v,
-            Err(why) if Instant::now() >= deadline => {
-                panic!("timed out after {secs}s waiting for {what}: {why}")
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(250)),
-        }
-    }
 }
 
 fn get_json(rig: &Rig, args: &[&str]) -> Result<Json, String> {
@@ -642,4 +638,468 @@ fn applied_pods_run_on_fake_nodes_and_fill_the_endpointslice() {
     let svc = get_json(rig, &["-n", "dns-helm", "service", "kube-dns"]).expect("kube-dns");
     assert_eq!(svc["spec"]["clusterIP"], "10.96.0.53");
     assert_served_by_pods(rig, "dns-helm", "coredns", "kube-dns", 3);
+}
+
+fn node_local_dns() -> PathBuf {
+    workspace_root().join("deploy/node-local-dns")
+}
+
+const NODE_LOCAL_OBJECTS: [&str; 5] = [
+    "ConfigMap/kube-system/node-local-dns",
+    "DaemonSet/kube-system/node-local-dns",
+    "Service/kube-system/kube-dns-upstream",
+    "Service/kube-system/node-local-dns",
+    "ServiceAccount/kube-system/node-local-dns",
+];
+
+/// deploy/node-local-dns is the upstream addon with its placeholders filled
+/// in for kubeadm's addresses: the DaemonSet's container, args and volumes,
+/// the template with only node-cache's own two placeholders left.
+#[test]
+fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
+    if !rig_dir().join("bin/kubectl").exists() {
+        return skip("no kubectl in the rig: run `scripts/rig build`");
+    }
+    let objs = objects(&kustomize(&node_local_dns()));
+    assert_eq!(
+        objs.keys().map(String::as_str).collect::<Vec<_>>(),
+        NODE_LOCAL_OBJECTS
+    );
+    let ds = &objs["DaemonSet/kube-system/node-local-dns"];
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"].as_bool(), Some(true));
+    assert_eq!(pod["dnsPolicy"].as_str(), Some("Default"));
+    assert_eq!(
+        pod["priorityClassName"].as_str(),
+        Some("system-node-critical")
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(
+        c["image"].as_str(),
+        Some("localhost/clusterdns-node-cache:0.1.0")
+    );
+    assert!(c.get("command").is_none(), "the image's entrypoint runs");
+    assert_eq!(
+        serde_json::to_value(&c["args"]).expect("json"),
+        serde_json::json!([
+            "-localip",
+            "169.254.20.10,10.96.0.10",
+            "-conf",
+            "/etc/Corefile",
+            "-upstreamsvc",
+            "kube-dns-upstream",
+            "-pidfile",
+            "/tmp/node-cache.pid"
+        ])
+    );
+    assert_eq!(
+        serde_json::to_value(&c["securityContext"]).expect("json"),
+        serde_json::json!({"capabilities": {"add": ["NET_ADMIN"]}})
+    );
+    let probe = &c["livenessProbe"]["httpGet"];
+    assert_eq!(probe["host"].as_str(), Some("169.254.20.10"));
+    assert_eq!(probe["port"].as_u64(), Some(8080));
+    // No hand-over between two caches on a node: upstream's strategy.
+    assert_eq!(
+        serde_json::to_value(&ds["spec"]["updateStrategy"]).expect("json"),
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}})
+    );
+    let mounts: Vec<&str> = c["volumeMounts"]
+        .as_sequence()
+        .expect("mounts")
+        .iter()
+        .filter_map(|m| m["mountPath"].as_str())
+        .collect();
+    assert_eq!(
+        mounts,
+        ["/run/xtables.lock", "/etc/coredns", "/etc/kube-dns"]
+    );
+
+    let template = objs["ConfigMap/kube-system/node-local-dns"]["data"]["Corefile"]
+        .as_str()
+        .expect("Corefile");
+    let mut placeholders: Vec<&str> = template
+        .match_indices("__PILLAR__")
+        .map(|(i, _)| {
+            let rest = &template[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect();
+    placeholders.sort();
+    placeholders.dedup();
+    assert_eq!(
+        placeholders,
+        ["__PILLAR__CLUSTER__DNS__", "__PILLAR__UPSTREAM__SERVERS__"],
+        "only node-cache's own placeholders are left:\n{template}"
+    );
+    for zone in [
+        "cluster.local:53 {",
+        "in-addr.arpa:53 {",
+        "ip6.arpa:53 {",
+        ".:53 {",
+    ] {
+        assert!(template.contains(zone), "{zone} in\n{template}");
+    }
+    assert_eq!(
+        template.matches("bind 169.254.20.10 10.96.0.10\n").count(),
+        4
+    );
+    assert!(template.contains("health 169.254.20.10:8080\n"));
+
+    let upstream = &objs["Service/kube-system/kube-dns-upstream"];
+    assert_eq!(
+        upstream["spec"]["selector"]["k8s-app"].as_str(),
+        Some("kube-dns")
+    );
+    assert!(upstream["spec"].get("clusterIP").is_none(), "allocated");
+    let metrics = &objs["Service/kube-system/node-local-dns"];
+    assert_eq!(metrics["spec"]["clusterIP"].as_str(), Some("None"));
+    assert_eq!(metrics["spec"]["ports"][0]["port"].as_u64(), Some(9253));
+}
+
+/// With `nodeCache.enabled` and `autoscaler.enabled` the chart renders,
+/// beside the cluster DNS, exactly what deploy/node-local-dns and
+/// deploy/autoscaler hold; their values land where they should.
+#[test]
+fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
+    let Some(helm) = helm_bin() else { return };
+    if !rig_dir().join("bin/kubectl").exists() {
+        return skip("no kubectl in the rig: run `scripts/rig build`");
+    }
+    let helm = Helm::new(helm);
+    let chart = chart();
+    let on = [
+        "--set",
+        "nodeCache.enabled=true",
+        "--set",
+        "autoscaler.enabled=true",
+    ];
+    let mut lint = vec!["lint", "--strict", chart.to_str().expect("utf-8 path")];
+    lint.extend_from_slice(&on);
+    helm.run(&lint);
+    let from_helm = objects(&helm.template("kube-system", &on));
+    let mut from_kustomize = objects(&kubectl_kustomize());
+    from_kustomize.extend(objects(&kustomize(&node_local_dns())));
+    from_kustomize.extend(objects(&kustomize(
+        &workspace_root().join("deploy/autoscaler"),
+    )));
+    assert_same_objects(&from_kustomize, &from_helm);
+
+    // IPVS layout, another domain and Service address, ladder parameters
+    // (`linear: null` takes the default out), another namespace and
+    // Deployment name.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ladder = dir.path().join("ladder.yaml");
+    std::fs::write(
+        &ladder,
+        "autoscaler:\n  params:\n    linear: null\n    ladder: {nodesToReplicas: [[1, 1], [3, 2]]}\n",
+    )
+    .expect("write values");
+    let out = objects(&helm.template(
+        "dns",
+        &[
+            "--set",
+            "nodeCache.enabled=true",
+            "--set",
+            "nodeCache.interceptServiceIP=false",
+            "--set",
+            "nodeCache.localIP=169.254.0.53",
+            "--set",
+            "nodeCache.domain=corp.internal",
+            "--set",
+            "nodeCache.maxUnavailable=1",
+            "--set",
+            "autoscaler.enabled=true",
+            "-f",
+            ladder.to_str().expect("utf-8"),
+            "--set",
+            "names.deployment=dns",
+        ],
+    ));
+    let ds = &out["DaemonSet/dns/node-local-dns"];
+    let c = &ds["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["args"][1].as_str(), Some("169.254.0.53"));
+    assert_eq!(
+        c["livenessProbe"]["httpGet"]["host"].as_str(),
+        Some("169.254.0.53")
+    );
+    assert_eq!(
+        ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"].as_u64(),
+        Some(1)
+    );
+    let template = out["ConfigMap/dns/node-local-dns"]["data"]["Corefile"]
+        .as_str()
+        .expect("Corefile");
+    assert!(template.starts_with("corp.internal:53 {\n"), "{template}");
+    assert_eq!(template.matches("bind 169.254.0.53\n").count(), 4);
+    assert!(template.contains("health 169.254.0.53:8080\n"));
+    assert!(!template.contains("10.96.0.10"), "{template}");
+    let cm = &out["ConfigMap/dns/kube-dns-autoscaler"]["data"];
+    assert_eq!(
+        serde_json::to_value(cm).expect("json"),
+        serde_json::json!({"ladder": r#"{"nodesToReplicas":[[1,1],[3,2]]}"#})
+    );
+    let args: Vec<&str> = out["Deployment/dns/kube-dns-autoscaler"]["spec"]["template"]["spec"]
+        ["containers"][0]["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(args.contains(&"--namespace=dns"), "{args:?}");
+    assert!(args.contains(&"--target=Deployment/dns"), "{args:?}");
+    assert!(
+        args.contains(&r#"--default-params={"ladder":{"nodesToReplicas":[[1,1],[3,2]]}}"#),
+        "{args:?}"
+    );
+    let binding = &out["ClusterRoleBinding//system:kube-dns-autoscaler"];
+    assert_eq!(binding["subjects"][0]["namespace"].as_str(), Some("dns"));
+}
+
+#[test]
+fn node_local_dns_and_chart_options_pass_server_side_dry_run() {
+    let Some(helm) = helm_bin() else { return };
+    let Some(private) = PrivateRig::start(&[]) else {
+        return;
+    };
+    let rig = private.rig();
+    let dir = node_local_dns();
+    dry_run_dir(rig, &dir, NODE_LOCAL_OBJECTS.len());
+    let helm = Helm::new(helm);
+    let rendered = helm.template(
+        "kube-system",
+        &[
+            "--set",
+            "nodeCache.enabled=true",
+            "--set",
+            "autoscaler.enabled=true",
+        ],
+    );
+    let n = objects(&rendered).len();
+    assert_eq!(n, OBJECTS.len() + NODE_LOCAL_OBJECTS.len() + 7);
+    let out = rig
+        .kubectl_with_input(&["apply", "--dry-run=server", "-f", "-"], &rendered)
+        .expect("helm template output");
+    assert_eq!(out.matches("(server dry run)").count(), n, "{out}");
+    let err = rig.kubectl(&["-n", "kube-system", "get", "daemonset", "node-local-dns"]);
+    assert!(err.is_err(), "dry run created the DaemonSet: {err:?}");
+}
+
+/// Applied for real beside the cluster DNS, on fake nodes: one cache Pod per
+/// node, Running with the node's address (hostNetwork), one endpoint per
+/// node offered to the metrics Service, kube-dns-upstream listing the
+/// cluster DNS Pods.
+#[test]
+fn node_local_dns_runs_one_pod_per_fake_node() {
+    if helm_bin().is_none() {
+        return;
+    }
+    let Some(private) = PrivateRig::start_with_nodes(NODES, &[]) else {
+        return;
+    };
+    let rig = private.rig();
+    let cluster_dns = kustomization();
+    rig.kubectl(&["apply", "-k", cluster_dns.to_str().expect("utf-8")])
+        .expect("kubectl apply -k deploy/cluster-dns");
+    let dir = node_local_dns();
+    rig.kubectl(&["apply", "-k", dir.to_str().expect("utf-8")])
+        .expect("kubectl apply -k deploy/node-local-dns");
+    rig.kubectl(&[
+        "-n",
+        "kube-system",
+        "rollout",
+        "status",
+        "daemonset/node-local-dns",
+        "--timeout=90s",
+    ])
+    .expect("rollout status");
+    let ds = get_json(rig, &["-n", "kube-system", "daemonset", "node-local-dns"])
+        .expect("the DaemonSet");
+    for field in [
+        "desiredNumberScheduled",
+        "numberReady",
+        "updatedNumberScheduled",
+    ] {
+        assert_eq!(
+            ds["status"][field].as_u64(),
+            Some(u64::from(NODES)),
+            "{field}: {}",
+            ds["status"]
+        );
+    }
+    let nodes = get_json(rig, &["nodes"]).expect("nodes");
+    let node_ip = |name: &str| -> String {
+        nodes["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["metadata"]["name"] == name)
+            .and_then(|n| {
+                n["status"]["addresses"]
+                    .as_array()?
+                    .iter()
+                    .find(|a| a["type"] == "InternalIP")?["address"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .unwrap_or_default()
+    };
+    let pods = get_json(
+        rig,
+        &["-n", "kube-system", "pods", "-l", "k8s-app=node-local-dns"],
+    )
+    .expect("pods");
+    let pods = pods["items"].as_array().expect("items").clone();
+    assert_eq!(pods.len(), NODES as usize);
+    let mut on: Vec<String> = Vec::new();
+    for p in &pods {
+        let node = p["spec"]["nodeName"].as_str().unwrap_or("").to_string();
+        assert!(node.starts_with("rig-node-"), "on {node:?}");
+        assert_eq!(p["status"]["phase"], "Running", "{}", p["status"]);
+        let ip = p["status"]["podIP"].as_str().unwrap_or("").to_string();
+        assert_eq!(ip, node_ip(&node), "hostNetwork: the node's address");
+        on.push(node);
+    }
+    on.sort();
+    on.dedup();
+    assert_eq!(on.len(), NODES as usize, "one per node");
+    // The metrics Service: the endpointslice controller puts one endpoint
+    // per cache Pod into its slice, and the API server refuses them, only
+    // because the fake nodes' address is 127.0.0.1 (EndpointSlice
+    // validation rejects loopback; docs/rig.md). On a real cluster the slice
+    // lists the nodes' addresses.
+    let last = NODES - 1;
+    let refused = format!(
+        "endpoints[{last}].addresses[0]: Invalid value: \"127.0.0.1\": may not be in the loopback range"
+    );
+    let beyond = format!("endpoints[{NODES}]");
+    eventually(30, "the controller's attempt at the metrics slice", || {
+        let events = get_json(
+            rig,
+            &[
+                "-n",
+                "kube-system",
+                "events",
+                "--field-selector",
+                "involvedObject.kind=Service,involvedObject.name=node-local-dns",
+            ],
+        )?;
+        let messages: Vec<String> = events["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reason"] == "FailedToUpdateEndpointSlices")
+            .filter_map(|e| e["message"].as_str().map(String::from))
+            .collect();
+        if messages
+            .iter()
+            .any(|m| m.contains(&refused) && !m.contains(&beyond))
+        {
+            Ok(())
+        } else {
+            Err(format!("{messages:#?}"))
+        }
+    });
+    let upstream = get_json(rig, &["-n", "kube-system", "service", "kube-dns-upstream"])
+        .expect("kube-dns-upstream");
+    let cluster_ip = upstream["spec"]["clusterIP"].as_str().unwrap_or("");
+    assert!(
+        cluster_ip.starts_with("10.96.") && cluster_ip != "10.96.0.10",
+        "{cluster_ip}"
+    );
+    // kube-dns-upstream is the cluster DNS's other address: same Pods.
+    assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
+    let dns_pods = get_json(
+        rig,
+        &["-n", "kube-system", "pods", "-l", "k8s-app=kube-dns"],
+    )
+    .expect("pods");
+    let mut want: Vec<String> = dns_pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["status"]["podIP"].as_str().map(String::from))
+        .collect();
+    want.sort();
+    eventually(30, "kube-dns-upstream's EndpointSlice", || {
+        let list = get_json(
+            rig,
+            &[
+                "-n",
+                "kube-system",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=kube-dns-upstream",
+            ],
+        )?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let [slice] = items.as_slice() else {
+            return Err(format!("{} slices", items.len()));
+        };
+        let mut have: Vec<String> = slice["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["conditions"]["ready"] == true)
+            .filter_map(|e| e["addresses"][0].as_str().map(String::from))
+            .collect();
+        have.sort();
+        let mut ports: Vec<String> = slice["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| format!("{} {}", p["protocol"], p["port"]))
+            .collect();
+        ports.sort();
+        if have == want && ports == [r#""TCP" 53"#, r#""UDP" 53"#] {
+            Ok(())
+        } else {
+            Err(format!("{have:?} {ports:?}, cluster DNS Pods {want:?}"))
+        }
+    });
+}
+
+/// The README's node-local-dns overlay, as written there, renders
+/// deploy/node-local-dns with the pushed node-cache image and nothing else
+/// changed.
+#[test]
+fn the_readme_node_cache_overlay_names_the_pushed_image() {
+    let kubectl = rig_dir().join("bin/kubectl");
+    if !kubectl.exists() {
+        return skip("no kubectl in the rig: run `scripts/rig build`");
+    }
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
+    let open = "cat >my-node-cache/kustomization.yaml <<EOF\n";
+    let start = readme.find(open).expect("the overlay in README.md") + open.len();
+    let len = readme[start..].find("\nEOF\n").expect("end of the overlay") + 1;
+    let example = &readme[start..start + len];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = dir.path().join("my-node-cache");
+    std::fs::create_dir(&overlay).expect("mkdir");
+    let base = relative(&overlay, &node_local_dns());
+    let text = example
+        .replace(
+            "../deploy/node-local-dns",
+            base.to_str().expect("utf-8 path"),
+        )
+        .replace("REGISTRY", "registry.example");
+    assert_ne!(text, example, "the example names ../deploy/node-local-dns");
+    std::fs::write(overlay.join("kustomization.yaml"), text).expect("write");
+    let out = objects(&kustomize(&overlay));
+    let mut base = objects(&kustomize(&node_local_dns()));
+    let ds = "DaemonSet/kube-system/node-local-dns";
+    assert_eq!(
+        out[ds]["spec"]["template"]["spec"]["containers"][0]["image"].as_str(),
+        Some("registry.example/clusterdns-node-cache:0.1.0")
+    );
+    if let Some(c) = base
+        .get_mut(ds)
+        .and_then(|d| d["spec"]["template"]["spec"]["containers"].get_mut(0))
+    {
+        c["image"] = Yaml::from("registry.example/clusterdns-node-cache:0.1.0");
+    }
+    assert_eq!(out, base, "only the image changes");
 }

@@ -10,8 +10,14 @@
 //!   namespace of this test, binds port 53 (the file capability at work) and
 //!   answers a query there.
 //!
-//! The archive is `$CLUSTERDNS_IMAGE` (scripts/test builds it and sets it).
-//! Without it the test is skipped with a message, unless
+//! And the node-cache variant (`scripts/image --node-cache`): node-local-dns's
+//! entrypoint and user, `nft` and both iptables backends in the layer and no
+//! shell, and the agent run from that layer making and removing its
+//! interception, in both modes, with those tools.
+//!
+//! The archives are `$CLUSTERDNS_IMAGE` and `$CLUSTERDNS_NODE_CACHE_IMAGE`
+//! (scripts/test builds them and sets them). Without one its test is
+//! skipped with a message, unless
 //! `CLUSTERDNS_REQUIRE_IMAGE=1`; it is also skipped when network namespaces
 //! cannot be made (not root).
 
@@ -60,8 +66,8 @@ fn json(path: &Path) -> Value {
 struct Netns(String);
 
 impl Netns {
-    fn create() -> Option<Netns> {
-        let name = format!("cdns-image-{}", std::process::id());
+    fn create(tag: &str) -> Option<Netns> {
+        let name = format!("cdns-image{tag}-{}", std::process::id());
         let out = Command::new("ip")
             .args(["netns", "add", &name])
             .stdin(Stdio::null())
@@ -85,6 +91,26 @@ impl Netns {
         Some(ns)
     }
 
+    /// `dig +short image.test A` at `server`:53 from the namespace: the answer, if any.
+    fn dig_image_test(&self, server: &str) -> Option<String> {
+        let out = self
+            .command("dig")
+            .args([
+                &format!("@{server}"),
+                "-p",
+                "53",
+                "+tries=1",
+                "+time=1",
+                "+short",
+            ])
+            .args(["image.test", "A"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("dig");
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    }
+
     fn command(&self, program: &str) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.0, program]);
@@ -99,6 +125,44 @@ impl Drop for Netns {
             .stdin(Stdio::null())
             .status();
     }
+}
+
+/// Unpacks the OCI archive into `dir/oci` and follows index -> manifest:
+/// one manifest, named `name_prefix…`, for linux/amd64, with one layer.
+/// Returns the image config and the layer's blob.
+fn unpack(archive: &Path, dir: &Path, name_prefix: &str) -> (Value, PathBuf) {
+    let oci = dir.join("oci");
+    std::fs::create_dir(&oci).expect("mkdir");
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&oci)
+        .arg("-xf")
+        .arg(archive));
+    assert_eq!(json(&oci.join("oci-layout"))["imageLayoutVersion"], "1.0.0");
+    let index = json(&oci.join("index.json"));
+    let manifests = index["manifests"].as_array().expect("manifests");
+    assert_eq!(manifests.len(), 1, "{index}");
+    assert_eq!(
+        manifests[0]["annotations"]["org.opencontainers.image.ref.name"]
+            .as_str()
+            .map(|r| r.starts_with(name_prefix)),
+        Some(true),
+        "{index}"
+    );
+    let manifest = json(&blob(
+        &oci,
+        manifests[0]["digest"].as_str().expect("digest"),
+    ));
+    let config = json(&blob(
+        &oci,
+        manifest["config"]["digest"].as_str().expect("config"),
+    ));
+    assert_eq!(config["os"], "linux");
+    assert_eq!(config["architecture"], "amd64");
+    let layers = manifest["layers"].as_array().expect("layers");
+    assert_eq!(layers.len(), 1, "one layer: {manifest}");
+    let layer = blob(&oci, layers[0]["digest"].as_str().expect("layer digest"));
+    (config, layer)
 }
 
 struct Killed(Child);
@@ -117,36 +181,7 @@ fn image_config_layer_and_binary() {
     };
     assert!(archive.is_file(), "{} is not a file", archive.display());
     let dir = tempfile::tempdir().expect("tempdir");
-    let oci = dir.path().join("oci");
-    std::fs::create_dir(&oci).expect("mkdir");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&oci)
-        .arg("-xf")
-        .arg(&archive));
-
-    // index -> manifest -> config and layers.
-    assert_eq!(json(&oci.join("oci-layout"))["imageLayoutVersion"], "1.0.0");
-    let index = json(&oci.join("index.json"));
-    let manifests = index["manifests"].as_array().expect("manifests");
-    assert_eq!(manifests.len(), 1, "{index}");
-    assert_eq!(
-        manifests[0]["annotations"]["org.opencontainers.image.ref.name"]
-            .as_str()
-            .map(|r| r.starts_with("localhost/clusterdns:")),
-        Some(true),
-        "{index}"
-    );
-    let manifest = json(&blob(
-        &oci,
-        manifests[0]["digest"].as_str().expect("digest"),
-    ));
-    let config = json(&blob(
-        &oci,
-        manifest["config"]["digest"].as_str().expect("config"),
-    ));
-    assert_eq!(config["os"], "linux");
-    assert_eq!(config["architecture"], "amd64");
+    let (config, layer) = unpack(&archive, dir.path(), "localhost/clusterdns:");
     let c = &config["config"];
     assert_eq!(c["Entrypoint"], serde_json::json!(["/clusterdns"]), "{c}");
     assert!(
@@ -156,11 +191,8 @@ fn image_config_layer_and_binary() {
     );
     assert_eq!(c["User"], format!("{UID}:{UID}"), "non-root");
     assert!(c.get("Shell").is_none(), "{c}");
-    let layers = manifest["layers"].as_array().expect("layers");
-    assert_eq!(layers.len(), 1, "one layer: {manifest}");
 
     // The layer's files: exactly the binary and the CA bundle.
-    let layer = blob(&oci, layers[0]["digest"].as_str().expect("layer digest"));
     let listing = run(Command::new("tar").arg("-tvf").arg(&layer));
     let mut files: Vec<&str> = listing
         .lines()
@@ -195,7 +227,7 @@ fn image_config_layer_and_binary() {
     assert!(caps.contains("cap_net_bind_service=ep"), "{caps:?}");
 
     // Run it as the image would: uid 65532, port 53, in a namespace of ours.
-    let Some(ns) = Netns::create() else {
+    let Some(ns) = Netns::create("") else {
         if std::env::var("CLUSTERDNS_REQUIRE_IMAGE").is_ok_and(|v| v == "1") {
             panic!("cannot create a network namespace (CLUSTERDNS_REQUIRE_IMAGE=1)");
         }
@@ -234,23 +266,7 @@ fn image_config_layer_and_binary() {
     let mut server = Killed(server);
     let deadline = Instant::now() + Duration::from_secs(20);
     let answer = loop {
-        let out = ns
-            .command("dig")
-            .args([
-                "@127.0.0.1",
-                "-p",
-                "53",
-                "+tries=1",
-                "+time=1",
-                "+short",
-                "image.test",
-                "A",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .expect("dig");
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if out.status.success() && !text.is_empty() {
+        if let Some(text) = ns.dig_image_test("127.0.0.1") {
             break text;
         }
         if let Ok(Some(status)) = server.0.try_wait() {
@@ -281,4 +297,156 @@ fn image_config_layer_and_binary() {
             .all(|u| u == UID.to_string()),
         "{uid_line}"
     );
+}
+
+/// The node-cache variant (`scripts/image --node-cache`,
+/// `$CLUSTERDNS_NODE_CACHE_IMAGE`): its config is node-local-dns's image's
+/// (`/clusterdns node-cache` as root, PATH set), its layer holds the binary,
+/// `nft` and both iptables backends with their libraries, and no shell; and
+/// the agent run from that layer (chroot, in a network namespace of this
+/// test, `/proc` mounted as a runtime would) makes its interception with the
+/// image's own tools in both modes, answers on the local address, and takes
+/// the interception down again on SIGTERM.
+#[test]
+fn node_cache_image_makes_its_rules_with_its_own_tools() {
+    let Some(archive) = std::env::var_os("CLUSTERDNS_NODE_CACHE_IMAGE").map(PathBuf::from) else {
+        return skip(
+            "CLUSTERDNS_NODE_CACHE_IMAGE is not set (build it with scripts/image --node-cache)",
+        );
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, layer) = unpack(&archive, dir.path(), "localhost/clusterdns-node-cache:");
+    let c = &config["config"];
+    assert_eq!(
+        c["Entrypoint"],
+        serde_json::json!(["/clusterdns", "node-cache"]),
+        "{c}"
+    );
+    assert_eq!(c["User"], "0:0", "root, as node-local-dns's image: {c}");
+    assert!(
+        c["Env"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|v| v.as_str().is_some_and(|v| v.starts_with("PATH=/usr/sbin")))),
+        "{c}"
+    );
+    let listing = run(Command::new("tar").arg("-tf").arg(&layer));
+    let files: Vec<&str> = listing
+        .lines()
+        .map(|f| f.trim_start_matches("./"))
+        .collect();
+    for want in [
+        "clusterdns",
+        "usr/sbin/nft",
+        "usr/sbin/xtables-nft-multi",
+        "usr/sbin/xtables-legacy-multi",
+        "usr/sbin/iptables-nft",
+        "usr/sbin/ip6tables-legacy-save",
+        "lib64/ld-linux-x86-64.so.2",
+        "usr/lib/x86_64-linux-gnu/xtables/libxt_comment.so",
+        "tmp/",
+    ] {
+        assert!(files.contains(&want), "{want} missing:\n{listing}");
+    }
+    for f in &files {
+        let base = f.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        assert!(
+            !matches!(base, "sh" | "bash" | "dash" | "ash" | "busybox"),
+            "a shell: {f}"
+        );
+    }
+    let rootfs = dir.path().join("rootfs");
+    std::fs::create_dir(&rootfs).expect("mkdir");
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&rootfs)
+        .arg("-xf")
+        .arg(&layer));
+    // What a container runtime adds: the /proc mount point, and the
+    // DaemonSet's ConfigMap (here a template that answers by itself).
+    std::fs::create_dir(rootfs.join("proc")).expect("mkdir proc");
+    std::fs::create_dir_all(rootfs.join("etc/coredns")).expect("mkdir");
+    std::fs::write(
+        rootfs.join("etc/coredns/Corefile.base"),
+        ".:53 {\n    bind 169.254.20.10\n    hosts {\n        192.0.2.53 image.test\n    }\n    health 169.254.20.10:8080\n}\n",
+    )
+    .expect("write the template");
+
+    let Some(ns) = Netns::create("-nc") else {
+        if std::env::var("CLUSTERDNS_REQUIRE_IMAGE").is_ok_and(|v| v == "1") {
+            panic!("cannot create a network namespace (CLUSTERDNS_REQUIRE_IMAGE=1)");
+        }
+        return;
+    };
+    let ours = "NodeLocal DNS Cache: skip conntrack";
+    // The interception as the host's own tools see it in the namespace.
+    let installed = |mode: &str| -> bool {
+        match mode {
+            "crashsafe" => ns
+                .command("nft")
+                .args(["list", "table", "ip", "clusterdns_nodecache"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+            _ => ["iptables-nft-save", "iptables-legacy-save"]
+                .iter()
+                .any(|save| {
+                    ns.command(save)
+                        .stdin(Stdio::null())
+                        .output()
+                        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(ours))
+                }),
+        }
+    };
+    for mode in ["crashsafe", "iptables"] {
+        let log = dir.path().join(format!("{mode}.log"));
+        let log_file = std::fs::File::create(&log).expect("log");
+        let script = format!(
+            "mount -t proc proc {root}/proc && exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+             chroot {root} /clusterdns node-cache -localip 169.254.20.10 -conf /etc/Corefile \
+             -interception {mode}",
+            root = rootfs.display()
+        );
+        let agent = ns
+            .command("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log"))
+            .stderr(log_file)
+            .spawn()
+            .expect("start the agent");
+        let mut agent = Killed(agent);
+        let text = || std::fs::read_to_string(&log).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = ns.dig_image_test("169.254.20.10");
+            if answer.as_deref() == Some("192.0.2.53") && installed(mode) {
+                break;
+            }
+            if let Ok(Some(status)) = agent.0.try_wait() {
+                panic!("{mode}: the agent exited ({status}):\n{}", text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{mode}: no answer on 169.254.20.10 with the interception in place \
+                 (dig: {answer:?}, interception: {}):\n{}",
+                installed(mode),
+                text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // SIGTERM: the agent takes the interception down with the image's tools.
+        run(Command::new("kill").args(["-TERM", &agent.0.id().to_string()]));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while agent.0.try_wait().ok().flatten().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{mode}: still running:\n{}",
+                text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(!installed(mode), "{mode}: left after SIGTERM:\n{}", text());
+    }
 }

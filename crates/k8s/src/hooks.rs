@@ -150,8 +150,10 @@ pub trait IndexHooks: Send + Sync + 'static {
         let _ = (kind, reason);
     }
     /// The watcher of `kind` failed (it retries with backoff; the last snapshot stays served).
-    fn watch_error(&self, kind: Kind) {
-        let _ = kind;
+    /// `error` says why: for a request the API server refused, its own message and status
+    /// (a 403 names the user, the verb and the resource), else the client's error.
+    fn watch_error(&self, kind: Kind, error: &str) {
+        let _ = (kind, error);
     }
     /// A snapshot was published.
     fn published(&self, generation: u64) {
@@ -214,7 +216,7 @@ impl IndexHooks for Counters {
     fn skipped(&self, kind: Kind, reason: SkipReason) {
         self.skipped[kind as usize][reason.index()].fetch_add(1, Ordering::Relaxed);
     }
-    fn watch_error(&self, kind: Kind) {
+    fn watch_error(&self, kind: Kind, _error: &str) {
         self.watch_errors[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
     fn published(&self, _generation: u64) {
@@ -232,8 +234,8 @@ impl<T: IndexHooks> IndexHooks for std::sync::Arc<T> {
     fn skipped(&self, kind: Kind, reason: SkipReason) {
         (**self).skipped(kind, reason);
     }
-    fn watch_error(&self, kind: Kind) {
-        (**self).watch_error(kind);
+    fn watch_error(&self, kind: Kind, error: &str) {
+        (**self).watch_error(kind, error);
     }
     fn published(&self, generation: u64) {
         (**self).published(generation);

@@ -491,8 +491,8 @@ impl Index {
         self.work.modified = SystemTime::now();
     }
 
-    pub(crate) fn note_watch_error(&self, kind: Kind) {
-        self.hooks.watch_error(kind);
+    pub(crate) fn note_watch_error(&self, kind: Kind, error: &str) {
+        self.hooks.watch_error(kind, error);
     }
 
     pub(crate) fn note_skip(&self, kind: Kind, reason: SkipReason) {

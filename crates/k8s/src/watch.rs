@@ -84,6 +84,19 @@ fn streaming_unsupported(err: &watcher::Error) -> bool {
     matches!(code, 400 | 405 | 422)
 }
 
+/// A failed watch in one line: for a request the API server refused (RBAC's 403, say), its
+/// message and status, without the dump of the whole `Status` that kube-rs's `Display` adds.
+fn describe(err: &watcher::Error) -> String {
+    let status = match err {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => status,
+        other => return other.to_string(),
+    };
+    format!("{} ({} {})", status.message, status.code, status.reason)
+}
+
 fn watcher_config(base: &watcher::Config, streaming: bool) -> watcher::Config {
     if streaming {
         base.clone().streaming_lists()
@@ -290,8 +303,9 @@ fn apply(index: &mut Index, update: Update) {
         Update::Pod(scope, ev) => index.handle_event(&scope, *ev),
         Update::Namespace(scope, ev) => index.handle_event(&scope, *ev),
         Update::Error(kind, err) => {
-            tracing::warn!(%kind, error = %err, "kubernetes watch failed; retrying, serving last known state");
-            index.note_watch_error(kind);
+            let error = describe(&err);
+            tracing::warn!(%kind, %error, "kubernetes watch failed; retrying, serving last known state");
+            index.note_watch_error(kind, &error);
         }
     }
 }

@@ -47,6 +47,7 @@ pub use ops::{
 pub use private_rig::{ApiRequest, PrivateRig};
 pub use process::{ScratchDir, ServerProcess, free_port};
 pub use rig::{
-    REQUIRE_RIG_ENV, RIG_DIR_ENV, Rig, TestNamespace, rig_dir, rig_required, workspace_root,
+    REQUIRE_RIG_ENV, RIG_DIR_ENV, Rig, TestNamespace, eventually, netns_add, rig_dir, rig_required,
+    skip, workspace_root,
 };
 pub use table::{Case, CaseResult, Report, Table};

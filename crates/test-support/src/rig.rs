@@ -18,6 +18,53 @@ pub fn rig_required() -> bool {
     std::env::var(REQUIRE_RIG_ENV).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// Says why a test skips (`SKIPPED: why` on stderr); panics instead when
+/// [`rig_required`], so that a missing prerequisite cannot pass for a pass.
+pub fn skip(why: &str) {
+    if rig_required() {
+        panic!("{why} ({REQUIRE_RIG_ENV}=1 makes this a failure)");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+/// `ip netns add NAME`; `false` after [`skip`] when namespaces cannot be made
+/// here (not root, no `ip`).
+pub fn netns_add(name: &str) -> bool {
+    let out = Command::new("ip")
+        .args(["netns", "add", name])
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            skip(&format!(
+                "`ip netns add` failed (root needed): {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            false
+        }
+        Err(e) => {
+            skip(&format!("cannot run `ip`: {e}"));
+            false
+        }
+    }
+}
+
+/// Polls `check` every 250 ms until it returns `Ok`, for at most `secs`;
+/// panics with `what` and the last `Err` after that.
+pub fn eventually<T>(secs: u64, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(why) if std::time::Instant::now() >= deadline => {
+                panic!("timed out after {secs}s waiting for {what}: {why}")
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(250)),
+        }
+    }
+}
+
 /// The workspace root (this crate lives in `<root>/crates/test-support`).
 pub fn workspace_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterdns_k8s::{IndexHooks, ProgrammingKind, RequestObserver};
+use clusterdns_k8s::{IndexHooks, Kind, ProgrammingKind, RequestObserver};
 use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries, Registry};
 
 /// `coredns_kubernetes_dns_programming_duration_seconds`.
@@ -16,7 +16,7 @@ static BUCKETS: [f64; 20] = [
     8.192, 16.384, 32.768, 65.536, 131.072, 262.144, 524.288,
 ];
 
-/// Index hooks that observe the DNS programming latency.
+/// Index hooks that observe the DNS programming latency, and log each failed watch.
 pub(super) struct MetricsHooks {
     programming: Arc<Family<HistogramSeries>>,
 }
@@ -37,6 +37,19 @@ impl MetricsHooks {
 }
 
 impl IndexHooks for MetricsHooks {
+    /// As CoreDNS's client-go reflector does, once per attempt (the watcher backs off up to
+    /// 30 s): without this line a refused list or watch (a ClusterRole without a verb the
+    /// plugin needs) would only show as `/ready` never turning 200.
+    fn watch_error(&self, kind: Kind, error: &str) {
+        let kind = match kind {
+            Kind::Service => "*v1.Service",
+            Kind::EndpointSlice => "*v1.EndpointSlice",
+            Kind::Pod => "*v1.Pod",
+            Kind::Namespace => "*v1.Namespace",
+        };
+        clusterdns_plugin::error!(super::NAME, "Failed to watch {kind}: {error}");
+    }
+
     fn dns_programming(&self, kind: ProgrammingKind, latency: Duration) {
         // Series appear on first observation, as with a Prometheus vector.
         self.programming
