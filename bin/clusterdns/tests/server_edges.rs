@@ -499,3 +499,160 @@ fn a_malformed_corpus_never_kills_the_server() {
     assert!(s.child.try_wait().unwrap().is_none(), "the server died");
     still_answers(s.port);
 }
+
+/// Hostile shapes (issue 18), each a query for `example.org` (a zone
+/// both servers serve) bent one way. None may crash the server; each gets
+/// what CoreDNS answers (FORMERR, silence, or, where miekg/dns reads past
+/// the damage, an answer), except those in [`DIFFERENT_FROM_COREDNS`],
+/// which get FORMERR.
+fn hostile() -> Vec<(&'static str, Vec<u8>)> {
+    let base = query(40, 0x0100, "example.org", 1, 1, None);
+    let header = |id: u16, qd: u16, an: u16, ns: u16, ar: u16| {
+        let mut h = id.to_be_bytes().to_vec();
+        h.extend_from_slice(&[1, 0]);
+        for c in [qd, an, ns, ar] {
+            h.extend_from_slice(&c.to_be_bytes());
+        }
+        h
+    };
+    let question = |h: Vec<u8>, name: &[u8]| {
+        let mut p = h;
+        p.extend_from_slice(name);
+        p.extend_from_slice(&[0, 1, 0, 1]);
+        p
+    };
+    // An OPT record: owner `.`, type 41, size 1232, empty rdata.
+    let opt: &[u8] = &[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0];
+    let qname = b"\x07example\x03org\x00";
+    let mut long_label = vec![64u8];
+    long_label.extend_from_slice(&[b'a'; 64]);
+    long_label.extend_from_slice(b"\x07example\x03org\x00");
+    let mut long_name = Vec::new();
+    for _ in 0..5 {
+        long_name.push(63);
+        long_name.extend_from_slice(&[b'a'; 63]);
+    }
+    long_name.extend_from_slice(b"\x07example\x03org\x00");
+    let mut two_opts = question(header(45, 1, 0, 0, 2), qname);
+    two_opts.extend_from_slice(opt);
+    two_opts.extend_from_slice(opt);
+    let mut opt_in_answer = question(header(46, 1, 1, 0, 0), qname);
+    opt_in_answer.extend_from_slice(opt);
+    let mut opt_in_authority = question(header(47, 1, 0, 1, 0), qname);
+    opt_in_authority.extend_from_slice(opt);
+    let mut truncated_rr = question(header(48, 1, 0, 0, 1), qname);
+    truncated_rr.extend_from_slice(&opt[..7]);
+    let mut opt_rdata_lies = question(header(49, 1, 0, 0, 1), qname);
+    opt_rdata_lies.extend_from_slice(&opt[..9]);
+    opt_rdata_lies.extend_from_slice(&[0, 40, 0, 10]);
+    let mut answers_lie = base.clone();
+    answers_lie[7] = 3;
+    let mut additional_lie = base.clone();
+    additional_lie[11] = 1;
+    // A pointer into the header, and a name made of pointers hopping back
+    // and forth.
+    let mut forward = question(header(50, 1, 0, 0, 0), &[0xc0, 18]);
+    forward.extend_from_slice(qname);
+    vec![
+        (
+            "pointer to itself",
+            question(header(41, 1, 0, 0, 0), &[0xc0, 12]),
+        ),
+        (
+            "pointer into the header",
+            question(header(42, 1, 0, 0, 0), &[0xc0, 2]),
+        ),
+        (
+            "pointer past the end",
+            question(header(43, 1, 0, 0, 0), &[0xc0, 200]),
+        ),
+        ("forward pointer to a good name", forward),
+        (
+            "label of 64 (reserved label type)",
+            question(header(44, 1, 0, 0, 0), &long_label),
+        ),
+        (
+            "name over 255 octets",
+            question(header(51, 1, 0, 0, 0), &long_name),
+        ),
+        ("two OPT records", two_opts),
+        ("OPT in the answer section", opt_in_answer),
+        ("OPT in the authority section", opt_in_authority),
+        ("additional record cut short", truncated_rr),
+        ("OPT rdata longer than the packet", opt_rdata_lies),
+        ("answer count 3, no answers", answers_lie),
+        ("additional count 1, nothing there", additional_lie),
+        ("question cut in the type", base[..base.len() - 3].to_vec()),
+    ]
+}
+
+/// Where the answer differs from CoreDNS 1.14.7's, on purpose (the
+/// server's differences in README.md):
+/// - our name reader refuses a pointer into the header or to bytes at or
+///   after the pointer itself; miekg/dns follows any pointer that does
+///   not loop, so it reads a name out of the header or ahead of itself;
+/// - two OPT records are FORMERR (RFC 6891 6.1.1 says MUST); miekg/dns
+///   keeps one and CoreDNS answers.
+const DIFFERENT_FROM_COREDNS: &[&str] = &[
+    "pointer into the header",
+    "forward pointer to a good name",
+    "two OPT records",
+];
+
+#[test]
+fn hostile_shapes_get_what_coredns_answers() {
+    let cf = corefile();
+    let mut s = Server::start(&cf);
+    let reference = CoreDns::start(&cf);
+    for (what, pkt) in hostile() {
+        let got = udp(s.port, &pkt, Duration::from_millis(500)).map(|r| summary(&r));
+        assert!(s.child.try_wait().unwrap().is_none(), "died on {what}");
+        if DIFFERENT_FROM_COREDNS.contains(&what) {
+            assert_eq!(got.as_ref().map(|g| g.rcode), Some(1), "{what}: {got:?}");
+        }
+        let Some(c) = &reference else { continue };
+        let theirs = udp(c.port, &pkt, Duration::from_millis(500)).map(|r| summary(&r));
+        if DIFFERENT_FROM_COREDNS.contains(&what) {
+            assert_ne!(got, theirs, "{what}: now as CoreDNS; drop it from the list");
+        } else {
+            assert_eq!(got, theirs, "{what}: clusterdns vs CoreDNS");
+        }
+    }
+    still_answers(s.port);
+    let _ = s.stop();
+}
+
+/// Over TCP: a zero-length frame, and a 65,535-byte frame holding a query
+/// and padding: answered (or the connection closed) as CoreDNS does, and
+/// the server keeps serving.
+#[test]
+fn hostile_tcp_frames_as_from_coredns() {
+    let cf = corefile();
+    let s = Server::start(&cf);
+    let reference = CoreDns::start(&cf);
+    let mut big = query(60, 0x0100, "example.org", 1, 1, None);
+    big.resize(65535, 0);
+    let frames: Vec<(&str, Vec<u8>)> = vec![
+        ("zero-length frame", vec![0, 0]),
+        ("65,535-byte frame, query then zeros", {
+            let mut f = 65535u16.to_be_bytes().to_vec();
+            f.extend_from_slice(&big);
+            f
+        }),
+    ];
+    let exchange = |port: u16, frame: &[u8]| -> Option<Summary> {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        c.write_all(frame).ok()?;
+        read_framed(&mut c).ok().map(|r| summary(&r))
+    };
+    for (what, frame) in frames {
+        let got = exchange(s.port, &frame);
+        if let Some(c) = &reference {
+            let theirs = exchange(c.port, &frame);
+            eprintln!("{what}: ours {got:?}, CoreDNS {theirs:?}");
+            assert_eq!(got, theirs, "{what}");
+        }
+    }
+    still_answers(s.port);
+}

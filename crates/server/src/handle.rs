@@ -73,14 +73,26 @@ fn check<'s, 'q>(
     w: &mut ResponseWriter,
     slot: &'s mut Option<Query<'q>>,
 ) -> Checked<'s, 'q> {
+    // What miekg/dns's default accept function decides from the header
+    // alone, before the rest is read: responses dropped, opcodes other
+    // than QUERY and NOTIFY NOTIMP, and more records than a query, a
+    // NOTIFY or an IXFR request carries FORMERR.
+    if let Ok(h) = Header::parse(packet)
+        && !h.qr()
+    {
+        let op = h.opcode();
+        if op != Opcode::QUERY && op != Opcode::NOTIFY {
+            header_only_reply(packet, Rcode::NOTIMP, w);
+            return Checked::Done(Handled::Reply);
+        }
+        if h.ancount > 1 || h.nscount > 1 || h.arcount > 2 {
+            header_only_reply(packet, Rcode::FORMERR, w);
+            return Checked::Done(Handled::Reply);
+        }
+    }
     match Query::parse(packet) {
         Ok(q) => {
             let q = &*slot.insert(q);
-            let op = q.header().opcode();
-            if op != Opcode::QUERY && op != Opcode::NOTIFY {
-                header_only_reply(packet, Rcode::NOTIMP, w);
-                return Checked::Done(Handled::Reply);
-            }
             if q.qclass() != Class::IN && !mux.class_chaos() {
                 return Checked::Refuse(q);
             }
@@ -101,6 +113,18 @@ fn check<'s, 'q>(
         Err(QueryError::TooShort) | Err(QueryError::NotAQuery) => Checked::Done(Handled::Drop),
         Err(QueryError::NoQuestion) | Err(QueryError::Malformed) => {
             header_only_reply(packet, Rcode::FORMERR, w);
+            Checked::Done(Handled::Reply)
+        }
+        Err(QueryError::MalformedRecords { question_end }) => {
+            header_only_reply(packet, Rcode::FORMERR, w);
+            // The question it could read goes back with the FORMERR.
+            if let Some(question) = packet.get(HEADER_LEN..usize::from(question_end))
+                && !w.bytes().is_empty()
+            {
+                let buf = w.buffer_mut();
+                buf[5] = 1;
+                buf.extend_from_slice(question);
+            }
             Checked::Done(Handled::Reply)
         }
     }

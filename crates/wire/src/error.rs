@@ -53,10 +53,19 @@ pub enum QueryError {
     /// QDCOUNT is zero. The header is readable.
     #[error("query has no question")]
     NoQuestion,
-    /// The header is readable but the rest is not valid (including more
-    /// than one question, or a bad or repeated OPT record): answer FORMERR.
+    /// The header is readable but the question is not (or there is more
+    /// than one): answer FORMERR with the header only.
     #[error("malformed query")]
     Malformed,
+    /// The question is readable (it ends at `question_end`) but a record
+    /// after it is not, or the OPT record is bad or repeated: answer
+    /// FORMERR with the question, as miekg/dns's `SetRcodeFormatError`
+    /// does with the part of a message it could read.
+    #[error("malformed record after the question")]
+    MalformedRecords {
+        /// Where the question ends in the packet.
+        question_end: u16,
+    },
 }
 
 impl From<ParseError> for QueryError {

@@ -62,18 +62,34 @@ impl<'a> Query<'a> {
         q.qclass = Class(u16_at(packet, off + 2)?);
         off += 4;
         q.question_end = off;
+        // Past the question a failure keeps the question for the FORMERR.
+        let bad = QueryError::MalformedRecords {
+            // At most a header and a 255-octet name.
+            question_end: u16::try_from(off).unwrap_or(u16::MAX),
+        };
+        // A count that runs out exactly at the end of the packet is a lie
+        // that ends the records, as miekg/dns reads it; one that stops
+        // inside a record is not.
         for _ in 0..u32::from(header.ancount) + u32::from(header.nscount) {
-            read_record(packet, &mut off)?;
+            if off == packet.len() {
+                break;
+            }
+            read_record(packet, &mut off).map_err(|_| bad)?;
         }
         for _ in 0..header.arcount {
-            let rec = read_record(packet, &mut off)?;
+            if off == packet.len() {
+                break;
+            }
+            let rec = read_record(packet, &mut off).map_err(|_| bad)?;
             if rec.rtype != Rtype::OPT {
                 continue;
             }
+            // Two OPT records are FORMERR (RFC 6891 6.1.1), and so is an
+            // OPT with another owner than the root.
             if q.edns.is_some() || packet.get(rec.name_start) != Some(&0) {
-                return Err(QueryError::Malformed);
+                return Err(bad);
             }
-            q.edns = Some(Edns::from_head(packet, &rec)?);
+            q.edns = Some(Edns::from_head(packet, &rec).map_err(|_| bad)?);
         }
         let Query {
             qname, qname_lower, ..

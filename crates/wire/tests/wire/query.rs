@@ -103,18 +103,27 @@ fn edns_options_and_fields() {
 
 #[test]
 fn bad_opt_is_malformed() {
+    // The question `a.` ends at 19: it goes back with the FORMERR.
+    let bad = QueryError::MalformedRecords { question_end: 19 };
     // Two OPT records.
     let p = with_opt(b"\x00", &[], 2, 2);
-    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+    assert_eq!(Query::parse(&p).unwrap_err(), bad);
     // OPT owner not root.
     let p = with_opt(b"\x01a\x00", &[], 1, 1);
-    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+    assert_eq!(Query::parse(&p).unwrap_err(), bad);
     // Truncated option inside the OPT rdata.
     let p = with_opt(b"\x00", &[0, 10, 0, 8, 1], 1, 1);
-    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
-    // Record count larger than what is there.
+    assert_eq!(Query::parse(&p).unwrap_err(), bad);
+    // A record cut short.
+    let p = with_opt(b"\x00", &[], 1, 1);
+    assert_eq!(Query::parse(&p[..p.len() - 3]).unwrap_err(), bad);
+    // A count that runs out exactly at the end is a lie that ends the
+    // records (miekg/dns), not an error.
     let p = with_opt(b"\x00", &[], 2, 1);
-    assert_eq!(Query::parse(&p).unwrap_err(), QueryError::Malformed);
+    assert!(Query::parse(&p).unwrap().edns().is_some());
+    let mut p = query_packet("a.", Rtype::A, None);
+    p[11] = 1;
+    assert!(Query::parse(&p).unwrap().edns().is_none());
 }
 
 #[test]
@@ -148,12 +157,18 @@ fn answer_records_are_skipped_but_checked() {
     let mut bad = p.clone();
     let at = bad.len() - 15;
     bad[at] = 0x40;
-    assert_eq!(Query::parse(&bad).unwrap_err(), QueryError::Malformed);
+    assert_eq!(
+        Query::parse(&bad).unwrap_err(),
+        QueryError::MalformedRecords { question_end: 19 }
+    );
     // rdlength past the end.
     let mut bad = p.clone();
     let at = bad.len() - 5;
     bad[at] = 5;
-    assert_eq!(Query::parse(&bad).unwrap_err(), QueryError::Malformed);
+    assert_eq!(
+        Query::parse(&bad).unwrap_err(),
+        QueryError::MalformedRecords { question_end: 19 }
+    );
     // Trailing bytes after the counted records are ignored.
     let mut ok = p;
     ok.extend_from_slice(b"junk");
