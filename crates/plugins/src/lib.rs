@@ -5,6 +5,7 @@
 //! [`registry`] lists them in chain order; a test checks it against the
 //! repository's `plugin.cfg`, the one place that order is declared.
 
+pub mod acl;
 pub mod any;
 pub mod bind;
 pub mod bufsize;
@@ -12,6 +13,7 @@ pub mod cache;
 pub mod cancel;
 pub mod chaos;
 pub mod dns64;
+pub mod debug;
 pub mod errors;
 pub mod forward;
 pub mod header;
@@ -29,6 +31,7 @@ pub mod prometheus;
 pub mod ready;
 pub mod reload;
 pub mod template;
+pub mod timeouts;
 pub mod whoami;
 
 /// The plugins' shared unit-test harness (setup on a Corefile snippet, a
@@ -43,10 +46,12 @@ pub fn registry() -> Vec<PluginDef> {
     vec![
         metadata::DEF,
         cancel::DEF,
+        timeouts::DEF,
         reload::DEF,
         nsid::DEF,
         bufsize::DEF,
         bind::DEF,
+        debug::DEF,
         ready::DEF,
         health::DEF,
         prometheus::DEF,
@@ -54,6 +59,7 @@ pub fn registry() -> Vec<PluginDef> {
         log::DEF,
         local::DEF,
         dns64::DEF,
+        acl::DEF,
         any::DEF,
         chaos::DEF,
         loadbalance::DEF,

@@ -228,6 +228,15 @@ pub(crate) fn serve_sync<'p>(
         Ok(Err(at)) => return Handled::Defer(Resume { zone: zone_at, at }),
         Err(panic) => recovered(mux, &req, w, panic),
     }
+    finish_chain(q, meta, &req, w)
+}
+
+/// After the chain: scrub the reply, or send nothing when a plugin
+/// answered without writing (*acl*'s drop: CoreDNS writes nothing then).
+fn finish_chain(q: &Query<'_>, meta: Meta, req: &Request<'_>, w: &mut ResponseWriter) -> Handled {
+    if w.bytes().is_empty() {
+        return Handled::Drop;
+    }
     scrub(q, meta.proto, req.edits.server_udp_size(), w);
     Handled::Reply
 }
@@ -290,8 +299,7 @@ pub(crate) async fn serve_async(
     if let Err(panic) = ran {
         recovered(mux, &req, w, panic);
     }
-    scrub(q, meta.proto, req.edits.server_udp_size(), w);
-    Handled::Reply
+    finish_chain(q, meta, &req, w)
 }
 
 /// A deferred query that leaves the buffer it was received in: a copy of
