@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use clusterdns_test_support::{
-    Differential, Outcome, Query, ServerSpec, TtlMode, compare, compare_metrics, coredns_or_skip,
-    exchange_from, http_request, setup_errors_differ,
+    Differential, Outcome, Query, ServerSpec, TtlMode, block_setup_errors_differ, compare,
+    compare_metrics, coredns_or_skip, exchange_from, http_request,
 };
 
 fn clusterdns() -> &'static Path {
@@ -147,7 +147,7 @@ fn policies_answer_as_coredns() {
 #[test]
 fn bad_arguments_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let cases: Vec<String> = [
+    let bodies = [
         "acl {\n        deny net 10.0.0.0/8\n    }",
         "acl {\n        block foo\n    }",
         "acl {\n        block type\n    }",
@@ -161,11 +161,7 @@ fn bad_arguments_read_as_coredns() {
         "acl {\n        BLOCK TYPE A NET 10.0.0.0/8\n    }",
         "acl {\n        block type * foo\n    }",
         "acl example.org {\n        allow\n    }",
-    ]
-    .iter()
-    .map(|body| format!(".:@P@ {{\n    {body}\n    whoami\n}}\n"))
-    .collect();
-    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
-    let d = setup_errors_differ(&coredns, clusterdns(), &cases);
+    ];
+    let d = block_setup_errors_differ(&coredns, clusterdns(), &bodies);
     assert!(d.is_empty(), "{}", d.join("\n"));
 }

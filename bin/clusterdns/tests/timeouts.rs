@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
-    Query, RunningServer, ServerSpec, coredns_or_skip, log_lines, setup_errors_differ,
+    Query, RunningServer, ServerSpec, block_setup_errors_differ, coredns_or_skip, log_lines,
 };
 
 fn clusterdns() -> &'static Path {
@@ -149,7 +149,7 @@ fn maxtcpqueries_closes_after_the_last_reply() {
 #[test]
 fn timeouts_setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let cases: Vec<String> = [
+    let bodies = [
         "timeouts",
         "timeouts 5s",
         "timeouts {\n        read\n    }",
@@ -168,12 +168,8 @@ fn timeouts_setup_errors_read_as_coredns() {
         "timeouts {\n        READ 5s\n    }",
         "timeouts {\n        read 24h\n        idle 1\n        maxtcpqueries -1\n    }",
         "timeouts {\n        idle 5s\n    }\n    timeouts {\n        idle 6s\n    }",
-    ]
-    .iter()
-    .map(|body| format!(".:@P@ {{\n    {body}\n    whoami\n}}\n"))
-    .collect();
-    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
-    let d = setup_errors_differ(&coredns, clusterdns(), &cases);
+    ];
+    let d = block_setup_errors_differ(&coredns, clusterdns(), &bodies);
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
 

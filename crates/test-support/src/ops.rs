@@ -510,6 +510,21 @@ pub fn setup_errors_differ(reference: &Path, candidate: &Path, cases: &[&str]) -
     failed
 }
 
+/// [`setup_errors_differ`] on each of `bodies` (directives, lines after
+/// the first indented by four) in a block `.:PORT { BODY whoami }`.
+pub fn block_setup_errors_differ(
+    reference: &Path,
+    candidate: &Path,
+    bodies: &[&str],
+) -> Vec<String> {
+    let cases: Vec<String> = bodies
+        .iter()
+        .map(|body| format!(".:@P@ {{\n    {body}\n    whoami\n}}\n"))
+        .collect();
+    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
+    setup_errors_differ(reference, candidate, &cases)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
