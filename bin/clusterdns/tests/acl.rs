@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clusterdns_test_support::{
     Differential, Outcome, Query, ServerSpec, TtlMode, block_setup_errors_differ, compare,
-    compare_metrics, coredns_or_skip, exchange_from, http_request,
+    compare_metrics, coredns_or_skip, exchange_from,
 };
 
 fn clusterdns() -> &'static Path {
@@ -124,12 +124,7 @@ fn policies_answer_as_coredns() {
         assert!(c.agree(), "{c}");
     }
     // The counters of what was asked, label for label.
-    let metrics = |s: &clusterdns_test_support::RunningServer| {
-        let port = s.port("PORT_METRICS").expect("metrics port");
-        let addr = (std::net::Ipv4Addr::LOCALHOST, port).into();
-        String::from_utf8_lossy(&http_request(addr, "GET", "/metrics", &[]).body).into_owned()
-    };
-    let theirs = metrics(&diff.reference);
+    let theirs = diff.reference.scrape("PORT_METRICS");
     for family in ["blocked", "filtered", "dropped", "allowed"] {
         let name = format!("coredns_acl_{family}_requests_total{{");
         assert!(theirs.contains(&name), "{name} missing:\n{theirs}");
@@ -137,7 +132,7 @@ fn policies_answer_as_coredns() {
     let d = compare_metrics(
         &theirs,
         diff.reference.addr.port(),
-        &metrics(&diff.candidate),
+        &diff.candidate.scrape("PORT_METRICS"),
         diff.candidate.addr.port(),
         &["coredns_acl_", "coredns_dns_responses_total"],
     );

@@ -51,8 +51,8 @@ pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
 pub use request::{Edits, Family, Proto, Request};
 pub use setup::{
-    BlockChain, ChainTail, ConnLimits, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn,
-    Shared,
+    BlockChain, BlockFilter, ChainTail, ConnLimits, HttpReply, HttpRoute, PluginDef, ReadyList,
+    SetupCtx, SetupFn, Shared,
 };
 pub use writer::{OptAt, ResponseWriter};
 

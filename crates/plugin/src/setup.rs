@@ -120,6 +120,18 @@ pub struct ConnLimits {
     pub max_queries: Option<Option<u32>>,
 }
 
+/// A server block's condition for taking a query, asked by the server
+/// before the block's chain runs (CoreDNS's `dnsserver.Viewer`, which
+/// *view* implements). Blocks with a filter may share a zone and port
+/// with each other and with one block without; for each query the server
+/// takes the first block, in Corefile order, whose filter passes (a block
+/// without one always does), trying shorter zones when none of a zone's
+/// blocks does.
+pub trait BlockFilter: Send + Sync + 'static {
+    /// Whether the block takes `req` (its `zone` is the block's zone).
+    fn matches(&self, req: &crate::Request<'_>) -> bool;
+}
+
 /// State shared by all server blocks of one configuration.
 pub struct Shared {
     /// The process's metrics; survives reloads.
@@ -191,6 +203,8 @@ pub struct SetupCtx<'a> {
     pub dns_port: u16,
     /// Set by `timeouts`: the TCP limits of this block's listeners.
     pub conn_limits: ConnLimits,
+    /// Set by `view`: the block takes only the queries this passes.
+    pub filter: Option<Arc<dyn BlockFilter>>,
     plugins: Vec<Arc<dyn Plugin>>,
     tails: Vec<(usize, ChainTail)>,
     blocks: Vec<BlockChain>,
@@ -260,6 +274,7 @@ impl<'a> SetupCtx<'a> {
             bind: Vec::new(),
             dns_port: 53,
             conn_limits: ConnLimits::default(),
+            filter: None,
             plugins: Vec::new(),
             tails: Vec::new(),
             blocks: Vec::new(),

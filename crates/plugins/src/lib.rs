@@ -32,6 +32,7 @@ pub mod ready;
 pub mod reload;
 pub mod template;
 pub mod timeouts;
+pub mod view;
 pub mod whoami;
 
 /// The plugins' shared unit-test harness (setup on a Corefile snippet, a
@@ -72,6 +73,7 @@ pub fn registry() -> Vec<PluginDef> {
         loop_::DEF,
         forward::DEF,
         whoami::DEF,
+        view::DEF,
     ]
 }
 

@@ -133,9 +133,14 @@ fn header_only_reply(packet: &[u8], rcode: Rcode, w: &mut ResponseWriter) {
 fn route<'m>(
     mux: &'m Mux,
     q: &Query<'_>,
+    meta: Meta,
     w: &mut ResponseWriter,
 ) -> Option<(usize, &'m clusterdns_wire::Name, &'m Chain)> {
-    let Some(picked) = mux.select_at(q.qname_lower()) else {
+    // A block's view sees the query as its chain would (no allocation).
+    let passes = |zone: &clusterdns_wire::Name, f: &dyn clusterdns_plugin::BlockFilter| {
+        f.matches(&request(mux, q, zone, meta))
+    };
+    let Some(picked) = mux.select_at(q.qname_lower(), passes) else {
         refuse(q, w);
         return None;
     };
@@ -177,7 +182,7 @@ fn prepare<'p, 'q, 'm>(
         }
         Checked::Chain(q) => q,
     };
-    match route(mux, q, w) {
+    match route(mux, q, meta, w) {
         Some((at, zone, chain)) => Prepared::Run(q, at, zone, chain),
         None => {
             scrub(q, meta.proto, None, w);
