@@ -29,6 +29,7 @@ const COREFILE: &str = r".:@PORT@ {
     view lan {
         expr incidr(client_ip(), '127.0.0.0/24')
     }
+    cache 30
     hosts {
         10.0.0.1 test.example
     }
@@ -148,7 +149,14 @@ fn each_client_gets_the_block_its_view_picks() {
     }
     // The blocks' metrics carry their views' names.
     let theirs = diff.reference.scrape("PORT_METRICS");
-    assert!(theirs.contains("view=\"lan\""), "{theirs}");
+    for series in ["coredns_dns_requests_total", "coredns_cache_requests_total"] {
+        assert!(
+            theirs
+                .lines()
+                .any(|l| l.starts_with(series) && l.contains("view=\"lan\"")),
+            "{series} of the lan view missing:\n{theirs}"
+        );
+    }
     let d = compare_metrics(
         &theirs,
         diff.reference.addr.port(),
@@ -158,6 +166,8 @@ fn each_client_gets_the_block_its_view_picks() {
             "coredns_dns_requests_total",
             "coredns_dns_responses_total",
             "coredns_plugin_enabled",
+            "coredns_cache_requests_total",
+            "coredns_cache_misses_total",
         ],
     );
     assert!(d.is_empty(), "{}", d.join("\n"));
