@@ -5,6 +5,7 @@
 //! parsed and type-checked once, at setup, with expr-lang's error texts and
 //! positions; a query then walks the tree.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use clusterdns_plugin::Request;
@@ -52,9 +53,11 @@ impl Ty {
     }
 }
 
-/// A run-time value.
+/// A value: a literal of the program, or one computed for a query
+/// (strings borrow the program's literals and the static mnemonics of
+/// types, classes and protocols, so most expressions allocate nothing).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum Value<'p> {
     /// `true`, `false`.
     Bool(bool),
     /// An integer.
@@ -62,9 +65,9 @@ pub enum Value {
     /// A float.
     Float(f64),
     /// A string.
-    Str(String),
+    Str(Cow<'p, str>),
     /// An array.
-    Array(Vec<Value>),
+    Array(Vec<Value<'p>>),
     /// `nil`.
     Nil,
 }
@@ -140,7 +143,7 @@ enum BinOp {
 /// A checked expression.
 #[derive(Debug)]
 enum Node {
-    Lit(Value),
+    Lit(Value<'static>),
     Array(Vec<Node>),
     Call(Func, Vec<Node>),
     Not(Box<Node>),
@@ -488,11 +491,11 @@ impl<'s> Parser<'s> {
                 return Err(self.mismatch(pos, &shown, lt, rt));
             }
             return Ok(match r {
-                Node::Lit(Value::Str(pattern)) => {
-                    let re = Regex::new(&pattern).map_err(|e| {
+                Node::Lit(Value::Str(ref pattern)) => {
+                    let re = Regex::new(pattern).map_err(|e| {
                         self.err(
                             pos,
-                            &format!("error parsing regexp: {}", regex_error(&e, &pattern)),
+                            &format!("error parsing regexp: {}", regex_error(&e, pattern)),
                         )
                     })?;
                     (Node::Matches(Box::new(l), re, negated), Ty::Bool)
@@ -599,7 +602,7 @@ impl<'s> Parser<'s> {
         match t.kind {
             Kind::Int(n) => Ok((Node::Lit(Value::Int(n)), Ty::Int)),
             Kind::Float(n) => Ok((Node::Lit(Value::Float(n)), Ty::Float)),
-            Kind::Str(s) => Ok((Node::Lit(Value::Str(s)), Ty::Str)),
+            Kind::Str(s) => Ok((Node::Lit(Value::Str(Cow::Owned(s))), Ty::Str)),
             Kind::Op("(") => {
                 let inner = self.expr(0)?;
                 self.expect(")")?;
@@ -719,8 +722,9 @@ fn regex_error(e: &regex::Error, pattern: &str) -> String {
 #[derive(Debug)]
 struct EvalError;
 
-fn eval(n: &Node, req: &Request<'_>) -> Result<Value, EvalError> {
+fn eval<'p>(n: &'p Node, req: &Request<'_>) -> Result<Value<'p>, EvalError> {
     Ok(match n {
+        Node::Lit(Value::Str(s)) => Value::Str(Cow::Borrowed(s)),
         Node::Lit(v) => v.clone(),
         Node::Array(items) => Value::Array(
             items
@@ -771,11 +775,27 @@ fn eval(n: &Node, req: &Request<'_>) -> Result<Value, EvalError> {
             },
             _ => return Err(EvalError),
         },
+        // Membership of an array written out: its items one by one, no
+        // array built.
+        Node::Binary(BinOp::In, a, b) if matches!(**b, Node::Array(_)) => {
+            let x = eval(a, req)?;
+            let Node::Array(items) = &**b else {
+                return Err(EvalError);
+            };
+            let mut found = false;
+            for i in items {
+                if equal(&eval(i, req)?, &x) {
+                    found = true;
+                    break;
+                }
+            }
+            Value::Bool(found)
+        }
         Node::Binary(op, a, b) => binop(*op, eval(a, req)?, eval(b, req)?)?,
     })
 }
 
-fn as_f64(v: &Value) -> Option<f64> {
+fn as_f64(v: &Value<'_>) -> Option<f64> {
     match v {
         Value::Int(i) => Some(*i as f64),
         Value::Float(f) => Some(*f),
@@ -783,7 +803,7 @@ fn as_f64(v: &Value) -> Option<f64> {
     }
 }
 
-fn equal(a: &Value, b: &Value) -> bool {
+fn equal(a: &Value<'_>, b: &Value<'_>) -> bool {
     match (a, b) {
         (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
             as_f64(a) == as_f64(b)
@@ -792,9 +812,9 @@ fn equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn binop(op: BinOp, a: Value, b: Value) -> Result<Value, EvalError> {
+fn binop<'p>(op: BinOp, a: Value<'p>, b: Value<'p>) -> Result<Value<'p>, EvalError> {
     use std::cmp::Ordering;
-    let order = |a: &Value, b: &Value| -> Result<Ordering, EvalError> {
+    let order = |a: &Value<'_>, b: &Value<'_>| -> Result<Ordering, EvalError> {
         match (a, b) {
             (Value::Str(x), Value::Str(y)) => Ok(x.cmp(y)),
             _ => {
@@ -803,8 +823,8 @@ fn binop(op: BinOp, a: Value, b: Value) -> Result<Value, EvalError> {
             }
         }
     };
-    let s = |v: &Value| match v {
-        Value::Str(s) => Ok(s.clone()),
+    let strs = || match (&a, &b) {
+        (Value::Str(x), Value::Str(y)) => Ok((x.as_ref(), y.as_ref())),
         _ => Err(EvalError),
     };
     Ok(match op {
@@ -818,11 +838,20 @@ fn binop(op: BinOp, a: Value, b: Value) -> Result<Value, EvalError> {
             Value::Array(items) => Value::Bool(items.iter().any(|i| equal(i, &a))),
             _ => return Err(EvalError),
         },
-        BinOp::Contains => Value::Bool(s(&a)?.contains(&s(&b)?)),
-        BinOp::StartsWith => Value::Bool(s(&a)?.starts_with(&s(&b)?)),
-        BinOp::EndsWith => Value::Bool(s(&a)?.ends_with(&s(&b)?)),
+        BinOp::Contains => {
+            let (x, y) = strs()?;
+            Value::Bool(x.contains(y))
+        }
+        BinOp::StartsWith => {
+            let (x, y) = strs()?;
+            Value::Bool(x.starts_with(y))
+        }
+        BinOp::EndsWith => {
+            let (x, y) = strs()?;
+            Value::Bool(x.ends_with(y))
+        }
         BinOp::Add => match (a, b) {
-            (Value::Str(x), Value::Str(y)) => Value::Str(x + &y),
+            (Value::Str(x), Value::Str(y)) => Value::Str(Cow::Owned(format!("{x}{y}"))),
             (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_add(y).ok_or(EvalError)?),
             (x, y) => Value::Float(as_f64(&x).ok_or(EvalError)? + as_f64(&y).ok_or(EvalError)?),
         },
@@ -861,30 +890,36 @@ fn ip_text(ip: IpAddr) -> String {
     }
 }
 
-fn call(f: Func, args: &[Node], req: &Request<'_>) -> Result<Value, EvalError> {
-    let arg = |i: usize| -> Result<Value, EvalError> {
+/// A mnemonic without allocating, else its numeric form (`TYPE65280`).
+fn mnemonic<'p>(m: Option<&'static str>, shown: impl FnOnce() -> String) -> Value<'p> {
+    Value::Str(m.map_or_else(|| Cow::Owned(shown()), Cow::Borrowed))
+}
+
+fn call<'p>(f: Func, args: &'p [Node], req: &Request<'_>) -> Result<Value<'p>, EvalError> {
+    let arg = |i: usize| -> Result<Value<'p>, EvalError> {
         args.get(i).map_or(Err(EvalError), |a| eval(a, req))
     };
-    let text = |i: usize| -> Result<String, EvalError> {
+    let text = |i: usize| -> Result<Cow<'p, str>, EvalError> {
         match arg(i)? {
             Value::Str(s) => Ok(s),
             _ => Err(EvalError),
         }
     };
+    let owned = |s: String| Value::Str(Cow::Owned(s));
     Ok(match f {
         Func::Bufsize => Value::Int(req.size() as i64),
-        Func::Class => Value::Str(req.qclass().to_string()),
-        Func::ClientIp => Value::Str(ip_text(req.client.ip())),
+        Func::Class => mnemonic(req.qclass().mnemonic(), || req.qclass().to_string()),
+        Func::ClientIp => owned(ip_text(req.client.ip())),
         Func::Do => Value::Bool(req.do_bit()),
         Func::Id => Value::Int(i64::from(req.query.id())),
-        Func::Name => Value::Str(req.qname_lower().to_string()),
+        Func::Name => owned(req.qname_lower().to_string()),
         Func::Opcode => Value::Int(i64::from(req.query.header().opcode().0)),
-        Func::Port => Value::Str(req.client.port().to_string()),
-        Func::Proto => Value::Str(req.proto.as_str().to_owned()),
-        Func::ServerIp => Value::Str(ip_text(req.local.ip())),
-        Func::ServerPort => Value::Str(req.local.port().to_string()),
+        Func::Port => owned(req.client.port().to_string()),
+        Func::Proto => Value::Str(Cow::Borrowed(req.proto.as_str())),
+        Func::ServerIp => owned(ip_text(req.local.ip())),
+        Func::ServerPort => owned(req.local.port().to_string()),
         Func::Size => Value::Int(req.query.raw().len() as i64),
-        Func::Type => Value::Str(req.qtype().to_string()),
+        Func::Type => mnemonic(req.qtype().mnemonic(), || req.qtype().to_string()),
         Func::Incidr => {
             let ip: IpAddr = text(0)?.parse().map_err(|_| EvalError)?;
             let mut nets = Nets::default();
@@ -897,16 +932,19 @@ fn call(f: Func, args: &[Node], req: &Request<'_>) -> Result<Value, EvalError> {
         // No plugin of ours publishes metadata a view could read.
         Func::Metadata => {
             text(0)?;
-            Value::Str(String::new())
+            Value::Str(Cow::Borrowed(""))
         }
         Func::Len => match arg(0)? {
             Value::Str(s) => Value::Int(s.chars().count() as i64),
             Value::Array(a) => Value::Int(a.len() as i64),
             _ => return Err(EvalError),
         },
-        Func::Upper => Value::Str(text(0)?.to_uppercase()),
-        Func::Lower => Value::Str(text(0)?.to_lowercase()),
-        Func::Trim => Value::Str(text(0)?.trim().to_owned()),
+        Func::Upper => owned(text(0)?.to_uppercase()),
+        Func::Lower => owned(text(0)?.to_lowercase()),
+        Func::Trim => match text(0)? {
+            Cow::Borrowed(s) => Value::Str(Cow::Borrowed(s.trim())),
+            Cow::Owned(s) => owned(s.trim().to_owned()),
+        },
     })
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::{BlockFilter, Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 
-pub use expr::{CompileError, Program, Value};
+pub use expr::{CompileError, Program};
 
 /// Registration of *view*.
 pub const DEF: PluginDef = PluginDef {
