@@ -4,7 +4,7 @@
 //! compared; bad arguments refused with the same text. Skips when the
 //! reference binary is not built, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -32,8 +32,19 @@ fn ask_from(diff: &Differential, from: &str, q: &Query) -> (Vec<String>, Outcome
     let ip: IpAddr = from.parse().expect("source address");
     let msg = q.to_wire().expect("query encodes");
     let timeout = Duration::from_millis(700);
-    let r = exchange_from(diff.reference.addr, ip, &msg, timeout);
-    let c = exchange_from(diff.candidate.addr, ip, &msg, timeout);
+    // The servers listen on ::1 too, at the same port.
+    let at = |s: &clusterdns_test_support::RunningServer| {
+        SocketAddr::new(
+            if ip.is_ipv6() {
+                IpAddr::V6(Ipv6Addr::LOCALHOST)
+            } else {
+                s.addr.ip()
+            },
+            s.addr.port(),
+        )
+    };
+    let r = exchange_from(at(&diff.reference), ip, &msg, timeout);
+    let c = exchange_from(at(&diff.candidate), ip, &msg, timeout);
     let d = compare(&r, &c, TtlMode::Exact)
         .iter()
         .map(|d| {
@@ -48,13 +59,15 @@ fn ask_from(diff: &Differential, from: &str, q: &Query) -> (Vec<String>, Outcome
 }
 
 const COREFILE: &str = ".:@PORT@ {
-    bind 127.0.0.1
+    bind 127.0.0.1 ::1
     prometheus 127.0.0.1:@PORT_METRICS@
     acl example.org {
         allow net 127.0.0.10
         block type A net 127.0.0.2 127.0.1.0/24
         filter type AAAA MX net 127.0.0.0/16
         drop type TXT net 127.0.0.3
+        block type A net ::1
+        filter net ::/0
     }
     acl {
         block type SRV
@@ -84,6 +97,7 @@ fn policies_answer_as_coredns() {
         "127.0.0.10",
         "127.0.1.7",
         "127.1.0.1",
+        "::1",
     ] {
         for (name, t) in [
             ("a.example.org", "A"),
