@@ -220,3 +220,33 @@ fn debug_prints_the_same_debug_lines() {
         assert!(log_lines(&servers[1].log_all()).is_empty());
     }
 }
+
+#[test]
+fn debug_prints_errors_consolidated_at_debug_level() {
+    let coredns = coredns_or_skip!();
+    // local passes other names on and nothing follows: each query is an
+    // error ("no next plugin"), counted by the consolidate rule.
+    let corefile = ".:@PORT@ {\n    bind 127.0.0.1\n    debug\n    errors {\n        consolidate 1s .* debug\n    }\n    local\n}\n";
+    let servers = both(&coredns, corefile);
+    for s in &servers {
+        for name in ["a.example", "b.example", "c.example"] {
+            let o = s.query(&Query::new(name, "A"), Duration::from_secs(2));
+            assert!(o.response().is_some(), "{}: {}", s.name, o.summary());
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (theirs, ours) = loop {
+        let (t, o) = (debug_lines(&servers[0]), debug_lines(&servers[1]));
+        if (!t.is_empty() && !o.is_empty()) || Instant::now() > deadline {
+            break (t, o);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        theirs,
+        ["[DEBUG] plugin/errors: 3 errors like '.*' occurred in last 1s"],
+        "{}",
+        servers[0].log_all()
+    );
+    assert_eq!(theirs, ours, "{}", servers[1].log_all());
+}
