@@ -226,3 +226,41 @@ fn bad_views_read_as_coredns() {
         );
     }
 }
+
+/// A block without a view declared before blocks with views takes every
+/// query: CoreDNS walks the blocks top to bottom (its README's "Server
+/// Block Ordering"), it does not keep the catch-all for last.
+#[test]
+fn a_catch_all_declared_first_shadows_the_views() {
+    let coredns = coredns_or_skip!();
+    let corefile = ".:@PORT@ {
+    bind 127.0.0.1
+    hosts {
+        10.0.0.3 test.example
+    }
+}
+.:@PORT@ {
+    bind 127.0.0.1
+    view always {
+        expr true
+    }
+    hosts {
+        10.0.0.1 test.example
+    }
+}
+";
+    let diff = Differential::between(
+        None,
+        ServerSpec::coredns_at(&coredns, corefile),
+        ServerSpec::clusterdns_at(clusterdns(), corefile),
+    )
+    .expect("start both");
+    for q in [
+        Query::new("test.example", "A"),
+        Query::new("test.example", "A").tcp(),
+    ] {
+        let c = diff.query(&q);
+        assert!(c.agree(), "{c}");
+        assert!(first_answer(&c.reference).ends_with("10.0.0.3"), "{c}");
+    }
+}
