@@ -264,3 +264,78 @@ fn a_catch_all_declared_first_shadows_the_views() {
         assert!(first_answer(&c.reference).ends_with("10.0.0.3"), "{c}");
     }
 }
+
+/// Expressions over each query function and operator: for each, a block
+/// with that view (hosts: NOERROR) before a catch-all (acl: REFUSED);
+/// queries of several names, types, transports and sources must be routed
+/// alike by both servers.
+#[test]
+fn expressions_route_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let exprs = [
+        "type() == 'A'",
+        "type() != 'A' && type() in ['TXT', 'MX']",
+        "not (type() == 'A') or proto() == 'tcp'",
+        "!(proto() == 'udp')",
+        "name() == 'test.example.'",
+        r"name() matches '^t.*\\.example\\.$'",
+        "name() not matches 'other'",
+        "name() startsWith 'test' and name() endsWith 'example.' and name() contains 'st.ex'",
+        "class() == 'IN' && opcode() == 0 && id() >= 0",
+        "client_ip() == '127.0.0.5'",
+        "incidr(client_ip(), '127.0.0.4/31')",
+        "incidr(client_ip(), 'bogus') || type() == 'MX'",
+        "port() != '53' && server_ip() == '127.0.0.1' && server_port() != ''",
+        "do() || bufsize() > 1000",
+        "size() > 40",
+        "len(name()) == 13 && upper(type()) == 'TXT'",
+        "1 + 2 * 3 == 7 && 10 % 4 == 2 && 1 / 2 == 0.5 && -1 < 0 && 'a' + 'b' == 'ab'",
+        "'abc' < 'abd' && 2 >= 2 && 3 > 2.5",
+        "type() == 'A' ? true : false",
+        "type() == 'A' ? 'yes' : false",
+        "type()",
+        "metadata('view/name') == ''",
+        "type() in ['A'] and not (name() in ['x.example.'])",
+    ];
+    let mut bad = Vec::new();
+    let mut routes = BTreeSet::new();
+    for e in exprs {
+        let corefile = format!(
+            ".:@PORT@ {{\n    bind 127.0.0.1\n    view v {{\n        expr {e}\n    }}\n    hosts {{\n        10.0.0.1 test.example other.example\n    }}\n}}\n.:@PORT@ {{\n    bind 127.0.0.1\n    acl {{\n        block\n    }}\n    whoami\n}}\n"
+        );
+        let diff = Differential::between(
+            None,
+            ServerSpec::coredns_at(&coredns, &corefile),
+            ServerSpec::clusterdns_at(clusterdns(), &corefile),
+        )
+        .unwrap_or_else(|err| panic!("{e}: {err}"));
+        for from in ["127.0.0.1", "127.0.0.5"] {
+            let ip: IpAddr = from.parse().unwrap();
+            for q in [
+                Query::new("test.example", "A"),
+                Query::new("Test.Example", "TXT").edns(4096).dnssec_ok(),
+                Query::new("other.example", "MX").edns(1232),
+            ] {
+                let msg = q.to_wire().unwrap();
+                let t = Duration::from_secs(2);
+                let r = exchange_from(diff.reference.addr, ip, &msg, t);
+                let c = exchange_from(diff.candidate.addr, ip, &msg, t);
+                routes.insert(r.response().map(|r| r.rcode_name()));
+                if !compare(&r, &c, TtlMode::Exact).is_empty() {
+                    bad.push(format!(
+                        "{e:?}: {q} from {from}: ref {} ours {}",
+                        first_answer(&r),
+                        first_answer(&c)
+                    ));
+                }
+            }
+        }
+        let c = diff.query(&Query::new("test.example", "A").tcp());
+        if !c.agree() {
+            bad.push(format!("{e:?}: {c}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // Both blocks took queries.
+    assert!(routes.len() >= 2, "{routes:?}");
+}
