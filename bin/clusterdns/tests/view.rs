@@ -29,6 +29,10 @@ const COREFILE: &str = r".:@PORT@ {
     view lan {
         expr incidr(client_ip(), '127.0.0.0/24')
     }
+    acl {
+        filter type MX
+        allow
+    }
     cache 30
     hosts {
         10.0.0.1 test.example
@@ -149,7 +153,12 @@ fn each_client_gets_the_block_its_view_picks() {
     }
     // The blocks' metrics carry their views' names.
     let theirs = diff.reference.scrape("PORT_METRICS");
-    for series in ["coredns_dns_requests_total", "coredns_cache_requests_total"] {
+    for series in [
+        "coredns_dns_requests_total",
+        "coredns_cache_requests_total",
+        "coredns_acl_allowed_requests_total",
+        "coredns_acl_filtered_requests_total",
+    ] {
         assert!(
             theirs
                 .lines()
@@ -168,6 +177,7 @@ fn each_client_gets_the_block_its_view_picks() {
             "coredns_plugin_enabled",
             "coredns_cache_requests_total",
             "coredns_cache_misses_total",
+            "coredns_acl_",
         ],
     );
     assert!(d.is_empty(), "{}", d.join("\n"));
