@@ -168,6 +168,10 @@ fn timeouts_setup_errors_read_as_coredns() {
         "timeouts {\n        READ 5s\n    }",
         "timeouts {\n        read 24h\n        idle 1\n        maxtcpqueries -1\n    }",
         "timeouts {\n        idle 5s\n    }\n    timeouts {\n        idle 6s\n    }",
+        // debug takes no argument and no block, and may be repeated.
+        "debug on",
+        "debug {\n        foo\n    }",
+        "debug\n    debug",
     ];
     let d = block_setup_errors_differ(&coredns, clusterdns(), &bodies);
     assert!(d.is_empty(), "{}", d.join("\n"));
