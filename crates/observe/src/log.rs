@@ -17,7 +17,7 @@
 
 use std::io::Write;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -43,6 +43,8 @@ const FLUSH_WAIT: Duration = Duration::from_secs(2);
 /// Severity of a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
+    /// `[DEBUG]`, written only while [`debug_enabled`] (the *debug* plugin).
+    Debug,
     /// `[INFO]`
     Info,
     /// `[WARNING]`
@@ -56,6 +58,7 @@ pub enum Level {
 impl Level {
     fn tag(self) -> &'static str {
         match self {
+            Level::Debug => "[DEBUG]",
             Level::Info => "[INFO]",
             Level::Warning => "[WARNING]",
             Level::Error => "[ERROR]",
@@ -188,9 +191,26 @@ fn enqueue(fill: impl FnOnce(&mut Vec<u8>)) {
     }
 }
 
+/// Whether `[DEBUG]` lines are written: CoreDNS's `log.D`, process-wide,
+/// set while the serving configuration has a *debug* block.
+static DEBUG: AtomicBool = AtomicBool::new(false);
+
+/// Turns `[DEBUG]` lines on or off.
+pub fn set_debug(on: bool) {
+    DEBUG.store(on, Ordering::Relaxed);
+}
+
+/// Whether `[DEBUG]` lines are written.
+pub fn debug_enabled() -> bool {
+    DEBUG.load(Ordering::Relaxed)
+}
+
 /// Writes one line `[LEVEL] plugin/PLUGIN: msg` (or `[LEVEL] msg` when
 /// `plugin` is empty).
 pub fn write(level: Level, plugin: &str, msg: std::fmt::Arguments<'_>) {
+    if level == Level::Debug && !debug_enabled() {
+        return;
+    }
     let fill = |buf: &mut Vec<u8>| {
         let _ = if plugin.is_empty() {
             writeln!(buf, "{} {}", level.tag(), msg)
@@ -252,6 +272,17 @@ impl crate::metrics::Collector for DroppedLines {
     fn as_any(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync> {
         self
     }
+}
+
+/// `[DEBUG] plugin/NAME: ...`, only with the *debug* plugin (the
+/// arguments are not formatted otherwise).
+#[macro_export]
+macro_rules! debug {
+    ($plugin:expr, $($arg:tt)*) => {
+        if $crate::log::debug_enabled() {
+            $crate::log::write($crate::log::Level::Debug, $plugin, format_args!($($arg)*))
+        }
+    };
 }
 
 /// `[INFO] plugin/NAME: ...`

@@ -51,10 +51,11 @@ pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
 pub use request::{Edits, Family, Proto, Request};
 pub use setup::{
-    BlockChain, ChainTail, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared,
+    BlockChain, BlockFilter, ChainTail, ConnLimits, HttpReply, HttpRoute, PluginDef, ReadyList,
+    SetupCtx, SetupFn, Shared,
 };
 pub use writer::{OptAt, ResponseWriter};
 
 // The metrics registry and log lines live in clusterdns-observe, which
 // agents that are not plugins use too; plugins keep reaching them here.
-pub use clusterdns_observe::{NAMESPACE, error, info, log, metrics, warning};
+pub use clusterdns_observe::{NAMESPACE, debug, error, info, log, metrics, warning};

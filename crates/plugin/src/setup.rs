@@ -102,6 +102,36 @@ pub struct ReloadSettings {
     pub jitter: Duration,
 }
 
+/// Connection limits a block asks of its listeners' TCP side (the
+/// *timeouts* plugin; CoreDNS's `Config.ReadTimeout`, `WriteTimeout`,
+/// `IdleTimeout` and `MaxTCPQueries`). `None` keeps the server's value;
+/// where several blocks share a listener, the last block that sets one
+/// wins, as in CoreDNS's `NewServer`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Time for the first query and for each message once begun.
+    pub read: Option<Duration>,
+    /// Time for each reply to be written.
+    pub write: Option<Duration>,
+    /// Time allowed between queries.
+    pub idle: Option<Duration>,
+    /// Queries served on one connection before it is closed; `Some(None)`
+    /// is CoreDNS's `-1`, unlimited.
+    pub max_queries: Option<Option<u32>>,
+}
+
+/// A server block's condition for taking a query, asked by the server
+/// before the block's chain runs (CoreDNS's `dnsserver.Viewer`, which
+/// *view* implements). Blocks with a filter may share a zone and port
+/// with each other and with one block without; for each query the server
+/// takes the first block, in Corefile order, whose filter passes (a block
+/// without one always does), trying shorter zones when none of a zone's
+/// blocks does.
+pub trait BlockFilter: Send + Sync + 'static {
+    /// Whether the block takes `req` (its `zone` is the block's zone).
+    fn matches(&self, req: &crate::Request<'_>) -> bool;
+}
+
 /// State shared by all server blocks of one configuration.
 pub struct Shared {
     /// The process's metrics; survives reloads.
@@ -119,6 +149,9 @@ pub struct Shared {
     pub reload: Option<ReloadSettings>,
     /// Set by `health ... { lameduck D }`.
     pub lameduck: Option<Duration>,
+    /// Set by `debug` in any block: `[DEBUG]` lines are written while
+    /// this configuration serves.
+    pub debug: bool,
     /// Set by the server when the process starts shutting down (during
     /// the lameduck period), so `ready` can report it.
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
@@ -145,6 +178,7 @@ impl Shared {
             on_shutdown: Vec::new(),
             reload: None,
             lameduck: None,
+            debug: false,
             shutting_down: Arc::default(),
         }
     }
@@ -167,6 +201,10 @@ pub struct SetupCtx<'a> {
     /// The port of keys without one (`-dns.port`, default 53); with
     /// `bind`, it gives the listeners' `server` metric labels.
     pub dns_port: u16,
+    /// Set by `timeouts`: the TCP limits of this block's listeners.
+    pub conn_limits: ConnLimits,
+    /// Set by `view`: the block takes only the queries this passes.
+    pub filter: Option<Arc<dyn BlockFilter>>,
     plugins: Vec<Arc<dyn Plugin>>,
     tails: Vec<(usize, ChainTail)>,
     blocks: Vec<BlockChain>,
@@ -235,6 +273,8 @@ impl<'a> SetupCtx<'a> {
             shared,
             bind: Vec::new(),
             dns_port: 53,
+            conn_limits: ConnLimits::default(),
+            filter: None,
             plugins: Vec::new(),
             tails: Vec::new(),
             blocks: Vec::new(),
@@ -296,6 +336,18 @@ impl<'a> SetupCtx<'a> {
             }
         }
         out
+    }
+
+    /// The name of the block's view (the argument of its `view`
+    /// directive), or empty: CoreDNS's `Config.ViewName`, the `view` label
+    /// of the metrics a block's plugins export. Read from the block, so
+    /// plugins set up before *view* see it too.
+    pub fn view_name(&self) -> &str {
+        self.block
+            .directives_named("view")
+            .next()
+            .and_then(|d| d.args.first())
+            .map_or("", |a| a.text.as_str())
     }
 
     /// Adds a query handler; handlers run in the order they were added.

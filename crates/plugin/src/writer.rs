@@ -152,6 +152,13 @@ impl ResponseWriter {
         &mut self.buf
     }
 
+    /// Records that the message built with [`ResponseWriter::reply`]
+    /// carries an OPT record its plugin pushed (an extended error), so the
+    /// server normalises that one instead of adding the query's.
+    pub fn opt_added(&mut self) {
+        self.opt = OptAt::Unknown;
+    }
+
     /// Records that the message has no OPT record any more, after an edit
     /// through [`ResponseWriter::buffer_mut`] removed the one it had (a
     /// cache storing a reply strips it): the server need not look for one.
@@ -224,6 +231,11 @@ impl ResponseWriter {
     /// The rcode of the written reply (the header's four bits; extended
     /// rcodes are only set by the server itself).
     pub fn rcode(&self) -> Rcode {
+        // Nothing written (a dropped query) reads as CoreDNS's recorders
+        // read it: NOERROR, their zero value.
+        if self.buf.is_empty() {
+            return Rcode::NOERROR;
+        }
         match Header::parse(&self.buf) {
             Ok(h) => Rcode(u16::from(h.rcode_low())),
             Err(_) => Rcode::SERVFAIL,

@@ -5,12 +5,14 @@
 //! [`registry`] lists them in chain order; a test checks it against the
 //! repository's `plugin.cfg`, the one place that order is declared.
 
+pub mod acl;
 pub mod any;
 pub mod bind;
 pub mod bufsize;
 pub mod cache;
 pub mod cancel;
 pub mod chaos;
+pub mod debug;
 pub mod dns64;
 pub mod errors;
 pub mod forward;
@@ -30,6 +32,8 @@ pub mod ready;
 pub mod reload;
 pub mod rewrite;
 pub mod template;
+pub mod timeouts;
+pub mod view;
 pub mod whoami;
 
 /// The plugins' shared unit-test harness (setup on a Corefile snippet, a
@@ -44,10 +48,12 @@ pub fn registry() -> Vec<PluginDef> {
     vec![
         metadata::DEF,
         cancel::DEF,
+        timeouts::DEF,
         reload::DEF,
         nsid::DEF,
         bufsize::DEF,
         bind::DEF,
+        debug::DEF,
         ready::DEF,
         health::DEF,
         prometheus::DEF,
@@ -55,6 +61,7 @@ pub fn registry() -> Vec<PluginDef> {
         log::DEF,
         local::DEF,
         dns64::DEF,
+        acl::DEF,
         any::DEF,
         chaos::DEF,
         loadbalance::DEF,
@@ -68,6 +75,7 @@ pub fn registry() -> Vec<PluginDef> {
         loop_::DEF,
         forward::DEF,
         whoami::DEF,
+        view::DEF,
     ]
 }
 

@@ -157,9 +157,14 @@ fn header_only_reply(packet: &[u8], rcode: Rcode, w: &mut ResponseWriter) {
 fn route<'m>(
     mux: &'m Mux,
     q: &Query<'_>,
+    meta: Meta,
     w: &mut ResponseWriter,
 ) -> Option<(usize, &'m clusterdns_wire::Name, &'m Chain)> {
-    let Some(picked) = mux.select_at(q.qname_lower()) else {
+    // A block's view sees the query as its chain would (no allocation).
+    let passes = |zone: &clusterdns_wire::Name, f: &dyn clusterdns_plugin::BlockFilter| {
+        f.matches(&request(mux, q, zone, meta))
+    };
+    let Some(picked) = mux.select_at(q.qname_lower(), passes) else {
         refuse(q, w);
         return None;
     };
@@ -201,7 +206,7 @@ fn prepare<'p, 'q, 'm>(
         }
         Checked::Chain(q) => q,
     };
-    match route(mux, q, w) {
+    match route(mux, q, meta, w) {
         Some((at, zone, chain)) => Prepared::Run(q, at, zone, chain),
         None => {
             scrub(q, meta.proto, None, w);
@@ -251,6 +256,15 @@ pub(crate) fn serve_sync<'p>(
         Ok(Ok(_)) => {}
         Ok(Err(at)) => return Handled::Defer(Resume { zone: zone_at, at }),
         Err(panic) => recovered(mux, &req, w, panic),
+    }
+    finish_chain(q, meta, &req, w)
+}
+
+/// After the chain: scrub the reply, or send nothing when a plugin
+/// answered without writing (*acl*'s drop: CoreDNS writes nothing then).
+fn finish_chain(q: &Query<'_>, meta: Meta, req: &Request<'_>, w: &mut ResponseWriter) -> Handled {
+    if w.bytes().is_empty() {
+        return Handled::Drop;
     }
     scrub(q, meta.proto, req.edits.server_udp_size(), w);
     Handled::Reply
@@ -314,8 +328,7 @@ pub(crate) async fn serve_async(
     if let Err(panic) = ran {
         recovered(mux, &req, w, panic);
     }
-    scrub(q, meta.proto, req.edits.server_udp_size(), w);
-    Handled::Reply
+    finish_chain(q, meta, &req, w)
 }
 
 /// A deferred query that leaves the buffer it was received in: a copy of

@@ -161,6 +161,8 @@ impl Instance {
             }
             let chain = Chain::new(ctx.take_plugins());
             let bind = std::mem::take(&mut ctx.bind);
+            let conn_limits = ctx.conn_limits;
+            let filter = ctx.filter.take();
             drop(ctx);
             for key in &keys {
                 let port = key.port.unwrap_or(default_port);
@@ -193,10 +195,14 @@ impl Instance {
                             listeners.len() - 1
                         }
                     };
+                    listeners[idx].mux.tcp.apply(&conn_limits);
                     for zone in &key.zones {
                         let name = Name::from_ascii(zone)
                             .map_err(|e| key.token.err(format!("invalid zone {zone}: {e}")))?;
-                        if !listeners[idx].mux.add(name, chain.clone()) {
+                        if !listeners[idx]
+                            .mux
+                            .add_filtered(name, chain.clone(), filter.clone())
+                        {
                             return Err(key
                                 .token
                                 .err(format!(

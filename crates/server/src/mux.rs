@@ -3,11 +3,30 @@
 
 use std::sync::Arc;
 
-use clusterdns_plugin::Chain;
 use clusterdns_plugin::metrics::Counter;
+use clusterdns_plugin::{BlockFilter, Chain};
 use clusterdns_wire::Name;
 
 use crate::tcp::TcpLimits;
+
+/// One server block's zone on a listener.
+#[derive(Clone)]
+struct Entry {
+    zone: Name,
+    chain: Chain,
+    /// The block's view, if it has one.
+    filter: Option<Arc<dyn BlockFilter>>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("zone", &self.zone)
+            .field("chain", &self.chain)
+            .field("filtered", &self.filter.is_some())
+            .finish()
+    }
+}
 
 /// One listener's zones and their chains.
 #[derive(Debug, Clone)]
@@ -15,8 +34,8 @@ pub struct Mux {
     /// The listener's label in metrics and logs, `dns://:53`.
     pub label: String,
     /// Zones sorted by label count, longest first, so the first match is
-    /// the longest.
-    zones: Vec<(Name, Chain)>,
+    /// the longest; blocks of the same zone stay in Corefile order.
+    zones: Vec<Entry>,
     /// Some block on this listener loads a plugin that opens non-IN
     /// classes (CoreDNS `EnableChaos`: chaos, forward, proxy).
     class_chaos: bool,
@@ -47,43 +66,75 @@ impl Mux {
 
     /// Adds `zone`; returns `false` when it is already served here.
     pub fn add(&mut self, zone: Name, chain: Chain) -> bool {
-        if self.zones.iter().any(|(z, _)| z == &zone) {
+        self.add_filtered(zone, chain, None)
+    }
+
+    /// Adds `zone` for a block with `filter` (its view): such blocks may
+    /// share a zone with each other and with one block without a filter.
+    /// Returns `false` when a second block without a filter would serve
+    /// the zone (CoreDNS: "already defined").
+    pub fn add_filtered(
+        &mut self,
+        zone: Name,
+        chain: Chain,
+        filter: Option<Arc<dyn BlockFilter>>,
+    ) -> bool {
+        if filter.is_none()
+            && self
+                .zones
+                .iter()
+                .any(|e| e.zone == zone && e.filter.is_none())
+        {
             return false;
         }
         self.class_chaos |= ["chaos", "forward", "proxy"]
             .iter()
             .any(|p| chain.contains(p));
-        self.zones.push((zone, chain));
+        self.zones.push(Entry {
+            zone,
+            chain,
+            filter,
+        });
+        // Stable: blocks of one zone keep their Corefile order.
         self.zones
-            .sort_by_key(|(z, _)| std::cmp::Reverse(z.label_count()));
+            .sort_by_key(|e| std::cmp::Reverse(e.zone.label_count()));
         true
     }
 
     /// The zone and chain for a lowercase query name (CoreDNS: longest
-    /// configured suffix, else the root zone, else none → REFUSED).
+    /// configured suffix, else the root zone, else none → REFUSED),
+    /// taking every block's filter as passed.
     #[inline]
     pub fn select(&self, qname_lower: &Name) -> Option<(&Name, &Chain)> {
-        self.zones
-            .iter()
-            .find(|(z, _)| qname_lower.ends_with(z))
-            .map(|(z, c)| (z, c))
+        self.select_at(qname_lower, |_, _| true)
+            .map(|(_, z, c)| (z, c))
     }
 
-    /// [`Mux::select`] with the zone's position, for [`Mux::zone_at`]: a
-    /// deferred query keeps the position instead of selecting again.
+    /// The zone and chain for a lowercase query name with its position,
+    /// for [`Mux::zone_at`] (a deferred query keeps the position instead of
+    /// selecting again): the first block, longest zone first and in
+    /// Corefile order within a zone, that has no filter or whose filter
+    /// `passes` (asked with the block's zone).
     #[inline]
-    pub(crate) fn select_at(&self, qname_lower: &Name) -> Option<(usize, &Name, &Chain)> {
+    pub(crate) fn select_at(
+        &self,
+        qname_lower: &Name,
+        mut passes: impl FnMut(&Name, &dyn BlockFilter) -> bool,
+    ) -> Option<(usize, &Name, &Chain)> {
         self.zones
             .iter()
             .enumerate()
-            .find(|(_, (z, _))| qname_lower.ends_with(z))
-            .map(|(i, (z, c))| (i, z, c))
+            .find(|(_, e)| {
+                qname_lower.ends_with(&e.zone)
+                    && e.filter.as_deref().is_none_or(|f| passes(&e.zone, f))
+            })
+            .map(|(i, e)| (i, &e.zone, &e.chain))
     }
 
     /// The zone and chain at a position [`Mux::select_at`] gave.
     #[inline]
     pub(crate) fn zone_at(&self, i: usize) -> Option<(&Name, &Chain)> {
-        self.zones.get(i).map(|(z, c)| (z, c))
+        self.zones.get(i).map(|e| (&e.zone, &e.chain))
     }
 
     /// Whether queries of classes other than IN are served on this
@@ -93,9 +144,9 @@ impl Mux {
         self.class_chaos
     }
 
-    /// The zones, longest first.
+    /// The zones, longest first (a zone several blocks share as often).
     pub fn zones(&self) -> impl Iterator<Item = &Name> {
-        self.zones.iter().map(|(z, _)| z)
+        self.zones.iter().map(|e| &e.zone)
     }
 }
 
@@ -125,7 +176,9 @@ mod tests {
         only.add(n("example.org."), Chain::default());
         assert!(only.select(&n("example.net.")).is_none());
         assert!(only.select(&n("notexample.org.")).is_none());
-        let (i, z, _) = m.select_at(&n("a.svc.cluster.local.")).unwrap();
+        let (i, z, _) = m
+            .select_at(&n("a.svc.cluster.local."), |_, _| true)
+            .unwrap();
         assert_eq!(m.zone_at(i).map(|(z, _)| z), Some(z));
         assert!(m.zone_at(3).is_none());
     }

@@ -431,10 +431,14 @@ async fn apply(
             }
         }
     }
-    // 2. Start the new configuration's plugins.
+    // 2. Start the new configuration's plugins. CoreDNS sets (or clears)
+    // its debug logging as it makes the new servers, before their start-up
+    // hooks, so a reload that drops *debug* turns it off.
+    clusterdns_plugin::log::set_debug(next.shared.debug);
     let hooks = std::mem::take(&mut next.shared.on_startup);
     for h in hooks {
         if let Err(e) = h() {
+            clusterdns_plugin::log::set_debug(state.instance.shared.debug);
             for (_, s) in fresh {
                 let _ = s.stop.send(true);
                 s.udp.stop();

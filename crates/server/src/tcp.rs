@@ -47,8 +47,10 @@ use crate::mux::Mux;
 ///
 /// CoreDNS has no connection limit (a goroutine per connection) and closes
 /// idle and stalled connections only by its timeouts; the eviction is ours.
-/// The `timeouts` plugin will set read, write and idle through
-/// [`Mux::tcp`](crate::Mux::tcp).
+/// The `timeouts` plugin sets read, write, idle and the queries per
+/// connection through the setup context's
+/// [`ConnLimits`](clusterdns_plugin::ConnLimits), which the instance
+/// applies to [`Mux::tcp`](crate::Mux::tcp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpLimits {
     /// Time for the first query, and for any message once its length
@@ -60,6 +62,28 @@ pub struct TcpLimits {
     pub idle: Duration,
     /// Connections open at once.
     pub max_connections: usize,
+    /// Queries served on one connection before the server closes it
+    /// (CoreDNS `timeouts` maxtcpqueries); `None`: unlimited, CoreDNS's
+    /// default.
+    pub max_queries: Option<u32>,
+}
+
+impl TcpLimits {
+    /// Takes the values a server block set (the *timeouts* plugin).
+    pub fn apply(&mut self, c: &clusterdns_plugin::ConnLimits) {
+        if let Some(d) = c.read {
+            self.read = d;
+        }
+        if let Some(d) = c.write {
+            self.write = d;
+        }
+        if let Some(d) = c.idle {
+            self.idle = d;
+        }
+        if let Some(m) = c.max_queries {
+            self.max_queries = m;
+        }
+    }
 }
 
 impl Default for TcpLimits {
@@ -69,6 +93,7 @@ impl Default for TcpLimits {
             write: Duration::from_secs(5),
             idle: Duration::from_secs(10),
             max_connections: 1024,
+            max_queries: None,
         }
     }
 }
@@ -278,8 +303,13 @@ async fn connection(
     let mut w = ResponseWriter::default();
     let mut out = Vec::with_capacity(512);
     let mut first = true;
+    let mut served: u32 = 0;
     loop {
         let limits = mux.load().tcp;
+        if limits.max_queries.is_some_and(|m| served >= m) {
+            return;
+        }
+        served = served.saturating_add(1);
         let wait = if first { limits.read } else { limits.idle };
         first = false;
         if !enter(conns, me, state::IDLE, true) {

@@ -508,6 +508,41 @@ fn chaos() {
     );
 }
 
+/// acl in front of hosts: allowed queries, and the REFUSED and empty
+/// NOERROR replies (with their extended error) it writes itself.
+#[test]
+fn acl_policies() {
+    let d = tempdir();
+    let mut asks = hosts_asks();
+    asks.push(ask("a.example.org.", SRV, REFUSED, 0));
+    asks.push(ask("a.example.org.", TXT, NOERROR, 0));
+    zero_alloc(
+        "acl+hosts",
+        &format!(
+            ".:53 {{\n acl {{\n  block type SRV\n  filter type TXT net 127.0.0.0/8 ::1\n  allow net 127.0.0.0/8 ::1\n  block\n }}\n {HOSTS}\n}}"
+        ),
+        d.path(),
+        &asks,
+    );
+}
+
+/// Blocks chosen by their views: the server asks the first block's view
+/// (false) then the second's (true) for every query.
+#[test]
+fn view_selection() {
+    let d = tempdir();
+    zero_alloc(
+        "view+hosts",
+        &format!(
+            ".:53 {{\n view tcp {{\n  expr proto() == 'tcp' && type() in ['MX', 'SRV']\n }}\n whoami\n}}\n\
+             .:53 {{\n view local {{\n  expr (incidr(client_ip(), '127.0.0.0/8') or incidr(client_ip(), '::1/128')) and type() != 'MX' and class() == 'IN'\n }}\n {HOSTS}\n}}\n\
+             .:53 {{\n whoami\n}}"
+        ),
+        d.path(),
+        &hosts_asks(),
+    );
+}
+
 /// kubeadm's plugin order with the hooks that run after an answer:
 /// prometheus counts, errors sees no error, loadbalance shuffles.
 #[test]

@@ -639,6 +639,17 @@ impl RunningServer {
         self.ports.get(name).copied()
     }
 
+    /// The text of `GET /metrics` on 127.0.0.1 at the port of `@name@`
+    /// (a `prometheus 127.0.0.1:@PORT_METRICS@` line); empty if none.
+    pub fn scrape(&self, name: &str) -> String {
+        let Some(port) = self.port(name) else {
+            return String::new();
+        };
+        let addr = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+        let r = crate::http_request(addr, "GET", "/metrics", &[]);
+        String::from_utf8_lossy(&r.body).into_owned()
+    }
+
     /// Sends `signal` (e.g. `"TERM"`, `"INT"`, `"USR1"`) to the program.
     pub fn signal(&self, signal: &str) -> io::Result<()> {
         let pid = self

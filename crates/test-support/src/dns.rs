@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
 /// How a query travels.
@@ -408,6 +408,19 @@ pub fn exchange(
         Transport::Udp => exchange_udp(server, msg, timeout),
         Transport::Tcp => exchange_tcp(server, msg, timeout),
     };
+    outcome_of(raw, transport)
+}
+
+/// [`exchange`] over UDP from a socket bound to `source` (another
+/// 127.0.0.0/8 address, for plugins that decide by the client's address).
+pub fn exchange_from(server: SocketAddr, source: IpAddr, msg: &[u8], timeout: Duration) -> Outcome {
+    outcome_of(
+        exchange_udp_from(server, source, msg, timeout),
+        Transport::Udp,
+    )
+}
+
+fn outcome_of(raw: io::Result<Vec<u8>>, transport: Transport) -> Outcome {
     match raw {
         Ok(bytes) => match Response::parse(&bytes) {
             Ok(r) => Outcome::Response(r),
@@ -432,11 +445,22 @@ pub fn exchange(
 pub fn exchange_udp(server: SocketAddr, msg: &[u8], timeout: Duration) -> io::Result<Vec<u8>> {
     // From the loopback address of the server's family (IPv6 clients
     // for dns64's tests).
-    let sock = if server.is_ipv6() {
-        UdpSocket::bind((std::net::Ipv6Addr::LOCALHOST, 0))?
+    let source = if server.is_ipv6() {
+        IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
     } else {
-        UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
     };
+    exchange_udp_from(server, source, msg, timeout)
+}
+
+/// [`exchange_udp`] from a socket bound to `source`.
+pub fn exchange_udp_from(
+    server: SocketAddr,
+    source: IpAddr,
+    msg: &[u8],
+    timeout: Duration,
+) -> io::Result<Vec<u8>> {
+    let sock = UdpSocket::bind((source, 0))?;
     sock.connect(server)?;
     sock.set_read_timeout(Some(timeout))?;
     sock.send(msg)?;

@@ -37,12 +37,12 @@ pub use diff::{
 };
 pub use dns::{
     Flags, Outcome, Query, QueryEdns, Response, ResponseEdns, Rr, Transport, exchange,
-    exchange_tcp, exchange_udp, rcode_name,
+    exchange_from, exchange_tcp, exchange_udp, exchange_udp_from, rcode_name,
 };
 pub use ops::{
-    HttpResponse, LogLine, RunOutput, SeriesKey, compare_log_lines, compare_metrics, http_request,
-    log_lines, metric_samples, process_lines, reference_coredns, run, run_corefile,
-    without_location,
+    HttpResponse, LogLine, RunOutput, SeriesKey, block_setup_errors_differ, compare_log_lines,
+    compare_metrics, http_request, log_lines, metric_samples, process_lines, reference_coredns,
+    refusal_line, run, run_corefile, setup_errors_differ, without_location,
 };
 pub use private_rig::{ApiRequest, PrivateRig};
 pub use process::{ScratchDir, ServerProcess, free_port};

@@ -461,6 +461,70 @@ pub fn run_corefile(program: &Path, corefile: &str, wait: Duration) -> io::Resul
     Ok(Some(text.replace(&path.display().to_string(), "Corefile")))
 }
 
+/// What a server printed about a Corefile it refused: its first line that
+/// is not Go's start-up noise, with CoreDNS's doubled `plugin/NAME: `
+/// prefix (its setups wrap their parse errors twice) said once, a
+/// difference the plugins' READMEs list.
+pub fn refusal_line(out: &str) -> String {
+    let line = out
+        .lines()
+        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
+        .unwrap_or("");
+    match line.split_once(": ") {
+        Some((head, rest))
+            if head.starts_with("plugin/") && rest.starts_with(&format!("{head}: ")) =>
+        {
+            rest.to_string()
+        }
+        _ => line.to_string(),
+    }
+}
+
+/// Runs each Corefile of `cases` (`@P@` replaced by a free port) with the
+/// reference and the candidate: both must refuse it with the same text
+/// ([`refusal_line`]) or both start. The cases that differ. The candidate
+/// names the place of every setup error, CoreDNS of some (`c.Errf`, with
+/// ` - `): without a place in CoreDNS's text, ours is compared without it.
+pub fn setup_errors_differ(reference: &Path, candidate: &Path, cases: &[&str]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for case in cases {
+        let run = |program: &Path| {
+            let port = crate::free_port().expect("a free port").to_string();
+            let text = case.replace("@P@", &port);
+            run_corefile(program, &text, Duration::from_millis(1500)).expect("run")
+        };
+        let (theirs, ours) = (run(reference), run(candidate));
+        let (t, o) = (
+            theirs.map_or("started".into(), |t| refusal_line(&t)),
+            ours.map_or("started".into(), |o| refusal_line(&o)),
+        );
+        let o = if t.contains(" - ") {
+            o
+        } else {
+            without_location(&o)
+        };
+        if t != o {
+            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
+        }
+    }
+    failed
+}
+
+/// [`setup_errors_differ`] on each of `bodies` (directives, lines after
+/// the first indented by four) in a block `.:PORT { BODY whoami }`.
+pub fn block_setup_errors_differ(
+    reference: &Path,
+    candidate: &Path,
+    bodies: &[&str],
+) -> Vec<String> {
+    let cases: Vec<String> = bodies
+        .iter()
+        .map(|body| format!(".:@P@ {{\n    {body}\n    whoami\n}}\n"))
+        .collect();
+    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
+    setup_errors_differ(reference, candidate, &cases)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

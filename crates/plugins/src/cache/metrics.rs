@@ -33,6 +33,8 @@ pub(crate) struct Metrics {
     stale: Arc<Family<Counter>>,
     evictions: Arc<Family<Counter>>,
     zones: String,
+    /// The block's view name, the `view` label.
+    view: String,
     per_server: ArcSwap<Vec<(Box<str>, Arc<Handles>)>>,
     adding: Mutex<()>,
 }
@@ -48,8 +50,8 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Registers the families (label names in alphabetical order, as
     /// CoreDNS's exposition prints them); `zones` is the `zones` label (the cache's
-    /// zones joined with commas, as CoreDNS writes it).
-    pub(crate) fn new(r: &Registry, zones: String) -> Self {
+    /// zones joined with commas, as CoreDNS writes it), `view` the block's view name.
+    pub(crate) fn new(r: &Registry, zones: String, view: String) -> Self {
         let c = |name: &'static str, help: &'static str, labels: &[&'static str]| {
             r.get_or_register(name, || Family::<Counter>::new(name, help, labels))
         };
@@ -98,6 +100,7 @@ impl Metrics {
                 &["server", "type", "view", "zones"],
             ),
             zones,
+            view,
             per_server: ArcSwap::from_pointee(Vec::new()),
             adding: Mutex::new(()),
         }
@@ -125,8 +128,9 @@ impl Metrics {
             return h.clone();
         }
         let z = self.zones.as_str();
-        let plain = [server, "", z];
-        let typed = |t: &str| [server, t, "", z].map(str::to_string);
+        let v = self.view.as_str();
+        let plain = [server, v, z];
+        let typed = |t: &str| [server, t, v, z].map(str::to_string);
         let with_type = |f: &Family<Counter>, t: &str| {
             let v = typed(t);
             f.with(&[&v[0], &v[1], &v[2], &v[3]])

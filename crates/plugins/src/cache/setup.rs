@@ -19,7 +19,11 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
     let inner = build(
         cfg,
         Arc::new(MonotonicClock::default()),
-        Metrics::new(&ctx.shared.metrics, zones_label(d, &default_zones)),
+        Metrics::new(
+            &ctx.shared.metrics,
+            zones_label(d, &default_zones),
+            ctx.view_name().to_owned(),
+        ),
     );
     let rt_slot = inner.clone();
     ctx.add_plugin(Arc::new(Cache {

@@ -83,7 +83,11 @@ struct Rig {
 fn rig(cfg: Config, ttl: u32) -> Rig {
     let clock = Arc::new(ManualClock::default());
     let registry = Arc::new(Registry::new());
-    let inner = setup::build(cfg, clock.clone(), Metrics::new(&registry, ".".into()));
+    let inner = setup::build(
+        cfg,
+        clock.clone(),
+        Metrics::new(&registry, ".".into(), String::new()),
+    );
     let up = Arc::new(Upstream {
         ttl,
         calls: AtomicU32::new(0),

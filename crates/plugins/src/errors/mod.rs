@@ -95,7 +95,8 @@ fn parse_consolidate(line: &Directive) -> Result<Pattern, ConfigError> {
             "warning" => Some(Some(Level::Warning)),
             "error" => Some(Some(Level::Error)),
             "info" => Some(Some(Level::Info)),
-            "debug" => Some(None),
+            // Printed only with the *debug* plugin (`Level::Debug` lines).
+            "debug" => Some(Some(Level::Debug)),
             "show_first" => None,
             other => return Err(a.err(format!("unknown option in consolidate: {other}"))),
         };
@@ -127,7 +128,7 @@ fn parse_consolidate(line: &Directive) -> Result<Pattern, ConfigError> {
 struct Pattern {
     period: Duration,
     re: regex::Regex,
-    /// `None` is `debug`, which is not printed (there is no *debug* plugin).
+    /// The level of its lines (`Debug`: printed only with *debug*).
     level: Option<Level>,
     show_first: bool,
     /// Errors matched in the current period.

@@ -211,6 +211,7 @@ impl Loader {
         };
         let text = String::from_utf8_lossy(&bytes);
         let file = Map::parse(&text, &self.opts);
+        clusterdns_plugin::debug!("hosts", "Parsed hosts file into {} entries", file.len());
         let entries = file.len() + self.inline.len();
         self.data.store(Arc::new(Snapshot {
             file,

@@ -141,6 +141,13 @@ impl Plugin for Local {
         let mut b = w.reply(req);
         match kind {
             Kind::Localhost => {
+                clusterdns_plugin::debug!(
+                    "local",
+                    "Intercepting localhost query for {:?} {}, from {}",
+                    req.qname_lower().to_string(),
+                    qtype,
+                    req.client.ip()
+                );
                 self.count.inc();
                 self.loopback(&mut b, qname, qtype);
             }

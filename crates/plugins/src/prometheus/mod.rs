@@ -87,6 +87,8 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     }
     let servers = ctx.server_labels();
     let zones = ctx.zones();
+    let view = ctx.view_name().to_owned();
+    let view_label = view.clone();
     let enabled = fams.enabled.clone();
     let config = ctx.shared.readiness.0.clone();
     ctx.shared.on_startup.push(Box::new(move || {
@@ -98,7 +100,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         for s in &servers {
             for z in &zones {
                 for h in &handlers {
-                    enabled.with(&[s, z, "", h]).set(1.0);
+                    enabled.with(&[s, z, &view_label, h]).set(1.0);
                 }
             }
         }
@@ -115,6 +117,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         plugin_names: names,
         tail: tail.clone(),
         next_plugin: OnceLock::new(),
+        view,
     }));
     ctx.bind_tail(&tail);
     Ok(())
@@ -331,6 +334,8 @@ pub struct Prometheus {
     tail: ChainTail,
     /// Index in `plugin_names` of the first of them, found once.
     next_plugin: OnceLock<usize>,
+    /// The block's view name, the `view` label (CoreDNS `metrics.WithView`).
+    view: String,
 }
 
 impl std::fmt::Debug for Prometheus {
@@ -416,7 +421,7 @@ impl Prometheus {
             }
         };
         let f = &self.fams;
-        let (s, z) = (t.server.as_str(), t.zone_text.as_str());
+        let (s, z, v) = (t.server.as_str(), t.zone_text.as_str(), self.view.as_str());
         let p = proto_index(req.proto);
         let fam = match req.family() {
             clusterdns_plugin::Family::V4 => 0,
@@ -425,7 +430,7 @@ impl Prometheus {
         let ti = type_index(req.qtype());
         if req.do_bit() {
             t.do_requests
-                .get_or_init(|| f.do_requests.with(&[s, z, ""]))
+                .get_or_init(|| f.do_requests.with(&[s, z, v]))
                 .inc();
         }
         t.requests[(p * 2 + fam) * TYPES + ti]
@@ -433,7 +438,7 @@ impl Prometheus {
                 f.requests.with(&[
                     s,
                     z,
-                    "",
+                    v,
                     PROTOS[p].as_str(),
                     req.family().label(),
                     &type_label(ti),
@@ -441,14 +446,14 @@ impl Prometheus {
             })
             .inc();
         t.duration
-            .get_or_init(|| f.duration.histogram_with(&[s, z, ""]))
+            .get_or_init(|| f.duration.histogram_with(&[s, z, v]))
             .observe(req.received.elapsed().as_secs_f64());
         let proto = PROTOS[p].as_str();
         t.response_size[p]
-            .get_or_init(|| f.response_size.histogram_with(&[s, z, "", proto]))
+            .get_or_init(|| f.response_size.histogram_with(&[s, z, v, proto]))
             .observe(reply_len as f64);
         t.request_size[p]
-            .get_or_init(|| f.request_size.histogram_with(&[s, z, "", proto]))
+            .get_or_init(|| f.request_size.histogram_with(&[s, z, v, proto]))
             .observe(req.query.raw().len() as f64);
         // "" when the server wrote an error reply: no plugin wrote
         // through CoreDNS's recorder.
@@ -463,15 +468,13 @@ impl Prometheus {
             t.responses[rc * self.plugin_names.len() + pi]
                 .get_or_init(|| {
                     f.responses
-                        .with(&[s, z, "", &rcode_label(rc), self.plugin_names[pi]])
+                        .with(&[s, z, v, &rcode_label(rc), self.plugin_names[pi]])
                 })
                 .inc();
         } else {
             // Extended rcodes are set by the server only; never here in
             // practice, so resolving each time is acceptable.
-            f.responses
-                .with(&[s, z, "", &rcode_label(rc), plugin])
-                .inc();
+            f.responses.with(&[s, z, v, &rcode_label(rc), plugin]).inc();
         }
     }
 }
@@ -498,7 +501,9 @@ impl Plugin for Prometheus {
         // CoreDNS's recorder measures what the plugins wrote, uncompressed;
         // an error reply the server writes never passes it (size 0, no
         // plugin).
-        let by_server = outcome.error.is_some() || w.written_by_server();
+        // Nothing written (*acl*'s drop) is counted as CoreDNS counts it:
+        // no plugin, size 0.
+        let by_server = outcome.error.is_some() || w.written_by_server() || w.bytes().is_empty();
         let size = if by_server { 0 } else { w.uncompressed_len() };
         self.report(req, size, by_server, outcome);
     }
