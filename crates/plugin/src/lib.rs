@@ -32,6 +32,7 @@
 //! cluster records, hosts) are served on the receiving thread without
 //! allocation, lock or task spawn.
 
+mod autopath;
 mod chain;
 // Go durations moved down to the Corefile crate (the node-cache agent
 // parses its flags with them without the contract); callers are unchanged.
@@ -47,6 +48,7 @@ pub mod setup;
 pub mod testing;
 mod writer;
 
+pub use autopath::AutoPather;
 pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
 pub use request::{Edits, Family, Proto, Request};

@@ -6,6 +6,7 @@
 //! repository's `plugin.cfg`, the one place that order is declared.
 
 pub mod any;
+pub mod autopath;
 pub mod bind;
 pub mod bufsize;
 pub mod cache;
@@ -61,6 +62,7 @@ pub fn registry() -> Vec<PluginDef> {
         rewrite::DEF,
         cache::DEF,
         header::DEF,
+        autopath::DEF,
         minimal::DEF,
         template::DEF,
         hosts::DEF,

@@ -359,6 +359,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         local_ips: local_ips(ctx),
         tail: tail.clone(),
         memo_id: super::memo::instance_id(),
+        host_search: host_search(),
     };
     ctx.add_plugin(Arc::new(plugin));
     ctx.bind_tail(&tail);
@@ -402,6 +403,14 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         Ok(())
     }));
     Ok(())
+}
+
+/// The host's search domains, lowercase and fully qualified, as CoreDNS
+/// reads them at setup (`searchFromResolvConf`); none when the file is
+/// unreadable.
+fn host_search() -> Vec<Name> {
+    let search = clusterdns_plugin::parse::resolv_search("/etc/resolv.conf".as_ref());
+    clusterdns_plugin::parse::search_names(&search.unwrap_or_default())
 }
 
 /// How to build the API client: where, with which limits, reporting to which metrics.

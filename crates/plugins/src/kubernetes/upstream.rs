@@ -36,16 +36,7 @@ pub(crate) async fn lookup(
         b.finish();
     }
     let q = Query::parse(&pkt).ok()?;
-    let sub = Request {
-        query: &q,
-        client: req.client,
-        local: req.local,
-        proto: req.proto,
-        zone: req.zone,
-        server: req.server,
-        received: req.received,
-        edits: Default::default(),
-    };
+    let sub = req.for_query(&q, Default::default());
     let mut w = ResponseWriter::new();
     let _ = tail.run_async(&sub, &mut w).await;
     Some(w.bytes().to_vec())

@@ -1,0 +1,318 @@
+//! *autopath* against the reference CoreDNS on the same Corefile: the
+//! server-side search walk of a Pod (`autopath @kubernetes`, `pods
+//! verified`, on the shared rig) and of a `resolv.conf` file, and the
+//! setup errors.
+//!
+//! A Pod's address is a loopback address (`status.podIP` set to
+//! 127.171.X.Y through the status subresource; the rig runs no kubelet),
+//! so a test's client socket bound to it is that Pod to both servers.
+//! Every reply is compared record by record (TTLs included).
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clusterdns_test_support::{
+    Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
+    coredns_or_skip, run_corefile, without_location,
+};
+
+fn clusterdns() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
+}
+
+/// The upstream both servers forward to (the reference CoreDNS):
+/// `ext.example.test` has an A record and no AAAA; every other name is
+/// NXDOMAIN with a SOA.
+const UPSTREAM: &str = r#".:@PORT@ {
+    bind 127.0.0.1
+    template IN A ext.example.test {
+        answer "{{ .Name }} 60 IN A 10.1.2.3"
+    }
+    template IN AAAA ext.example.test {
+        authority "example.test. 60 IN SOA ns.example.test. host.example.test. 1 7200 1800 86400 30"
+    }
+    template ANY ANY . {
+        rcode NXDOMAIN
+        authority ". 60 IN SOA a.root. b.root. 1 7200 1800 86400 30"
+    }
+}
+"#;
+
+/// A cluster Corefile as kubeadm writes it, with `pods verified` and
+/// autopath in its usual place.
+const COREFILE: &str = "
+.:@PORT@ {
+    bind 127.0.0.1
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig @KUBECONFIG@
+        pods verified
+    }
+    autopath @kubernetes
+    forward . 127.0.0.1:@UPSTREAM@
+}
+";
+
+/// One UDP query from `src` (the client's address) to `server`.
+fn ask_from(src: Ipv4Addr, server: SocketAddr, q: &Query) -> Outcome {
+    let msg = q.to_wire().expect("query builds");
+    let sock = UdpSocket::bind((src, 0)).expect("bind the client address");
+    sock.set_read_timeout(Some(Duration::from_secs(3))).ok();
+    sock.send_to(&msg, server).expect("send");
+    let mut buf = vec![0u8; 65535];
+    match sock.recv_from(&mut buf) {
+        Ok((n, _)) => match Response::parse(&buf[..n]) {
+            Ok(r) => Outcome::Response(r),
+            Err(error) => Outcome::Malformed {
+                error,
+                bytes: buf[..n].to_vec(),
+            },
+        },
+        Err(_) => Outcome::Timeout,
+    }
+}
+
+/// Asks both servers from `src`; the report of a disagreement.
+fn differs(d: &Differential, src: Ipv4Addr, q: &Query) -> Option<String> {
+    let r = ask_from(src, d.reference.addr, q);
+    let c = ask_from(src, d.candidate.addr, q);
+    let diffs = compare(&r, &c, TtlMode::Exact);
+    if diffs.is_empty() {
+        return None;
+    }
+    let show = |o: &Outcome| match o {
+        Outcome::Response(r) => r.to_string(),
+        other => other.summary(),
+    };
+    Some(format!(
+        "{q} from {src}: {diffs:?}\n  coredns:\n{}\n  clusterdns:\n{}",
+        show(&r),
+        show(&c)
+    ))
+}
+
+fn rcode_of(o: &Outcome) -> String {
+    o.response()
+        .map_or_else(|| o.summary(), Response::rcode_name)
+}
+
+/// A Pod address for this test process: 127.171.X.Y.
+fn pod_ip(n: u8) -> Ipv4Addr {
+    let pid = std::process::id();
+    Ipv4Addr::new(127, 171, (pid % 250) as u8, n)
+}
+
+fn pod_yaml(ns: &str, name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  containers: [{{name: c, image: none}}]\n"
+    )
+}
+
+fn set_pod_ip(rig: &Rig, ns: &str, name: &str, ip: Ipv4Addr) {
+    let patch = format!(r#"{{"status":{{"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}]}}}}"#);
+    rig.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "pod",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &patch,
+    ])
+    .expect("set the pod's IP");
+}
+
+fn services_yaml(ns: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: alias, namespace: {ns}}}
+spec:
+  type: ExternalName
+  externalName: ext.example.test
+"
+    )
+}
+
+#[test]
+fn a_pods_search_walk_is_answered_as_coredns_answers_it() {
+    let Some(rig) = Rig::get() else { return };
+    let coredns = rig.coredns();
+    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
+        .expect("upstream");
+    let port = up.addr.port().to_string();
+    let home = rig.namespace("ap17-home").expect("namespace");
+    let other = rig.namespace("ap17-other").expect("namespace");
+    let (h, o) = (home.name().to_string(), other.name().to_string());
+    rig.apply_yaml(&services_yaml(&o)).expect("services");
+    rig.apply_yaml(&services_yaml(&h)).expect("services");
+    rig.apply_yaml(&pod_yaml(&h, "client")).expect("pod");
+    let client = pod_ip(2);
+    set_pod_ip(&rig, &h, "client", client);
+
+    let d = Differential::between(
+        Some(&rig),
+        ServerSpec::coredns(&rig, COREFILE).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(clusterdns(), COREFILE).var("UPSTREAM", &port),
+    )
+    .expect("start both");
+
+    // Both must know the pod and the other namespace's service first.
+    let probe = Query::new(&format!("web.{o}.{h}.svc.cluster.local."), "A");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = ask_from(client, d.reference.addr, &probe);
+        let c = ask_from(client, d.candidate.addr, &probe);
+        if rcode_of(&r) == "NOERROR" && rcode_of(&c) == "NOERROR" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not synced: coredns {}, clusterdns {}",
+            r.summary(),
+            c.summary()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let first = format!("{h}.svc.cluster.local.");
+    let cases: Vec<(String, &str)> = vec![
+        // Found at once: the name as asked, no CNAME.
+        (format!("web.{first}"), "A"),
+        // Found in another namespace, then by its full name.
+        (format!("web.{o}.{first}"), "A"),
+        (format!("Web.{}.{}", o.to_uppercase(), first), "A"),
+        (format!("web.{o}.svc.{first}"), "A"),
+        (format!("web.{o}.svc.cluster.local.{first}"), "A"),
+        // NODATA and SRV, found on the way.
+        (format!("web.{o}.{first}"), "AAAA"),
+        (format!("_http._tcp.web.{o}.{first}"), "SRV"),
+        // An ExternalName on the way: its CNAME and the upstream's answer.
+        (format!("alias.{o}.{first}"), "A"),
+        (format!("alias.{first}"), "A"),
+        // Out to the upstream: the name as given is the last step.
+        (format!("ext.example.test.{first}"), "A"),
+        (format!("ext.example.test.{first}"), "AAAA"),
+        // Nothing anywhere: the first reply as it was.
+        (format!("nothing.example.test.{first}"), "A"),
+        (format!("nothing.{first}"), "TXT"),
+        // Exactly the first search domain: CoreDNS's TrimZone error.
+        (first.clone(), "A"),
+        // Not in the first search domain: no walk.
+        (format!("web.{o}.svc.cluster.local."), "A"),
+        ("ext.example.test.".to_string(), "A"),
+        (format!("web.{o}.svc.cluster.local.other.test."), "A"),
+        // Reverse zones are the plugin's too, but never a search domain.
+        ("1.0.96.10.in-addr.arpa.".to_string(), "PTR"),
+    ];
+    let mut failed = Vec::new();
+    for (name, qtype) in &cases {
+        let q = Query::new(name, qtype);
+        failed.extend(differs(&d, client, &q));
+        // From an address that is no Pod's: no walk either.
+        failed.extend(differs(&d, Ipv4Addr::LOCALHOST, &q));
+    }
+    // The walk happened (not just agreement on NXDOMAIN): a CNAME first.
+    let got = ask_from(client, d.candidate.addr, &probe);
+    let answer = &got.response().expect("answer").answer;
+    assert_eq!(
+        answer.first().map(|r| (r.rtype.as_str(), r.name.as_str())),
+        Some(("CNAME", probe.name.as_str())),
+        "{got:?}"
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A `resolv.conf` file as the search path, for any client.
+#[test]
+fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
+    let coredns = coredns_or_skip!();
+    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
+        .expect("upstream");
+    let port = up.addr.port().to_string();
+    let dir = clusterdns_test_support::ScratchDir::new("autopath-resolv").expect("dir");
+    let resolv = dir.path().join("resolv.conf");
+    std::fs::write(
+        &resolv,
+        "nameserver 10.0.0.1\nsearch Example.TEST test\noptions ndots:5\n",
+    )
+    .expect("resolv.conf");
+    let corefile = format!(
+        ".:@PORT@ {{\n    bind 127.0.0.1\n    autopath {}\n    forward . 127.0.0.1:@UPSTREAM@\n}}\n",
+        resolv.display()
+    );
+    let d = Differential::between(
+        None,
+        ServerSpec::coredns_at(&coredns, &corefile).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(clusterdns(), &corefile).var("UPSTREAM", &port),
+    )
+    .expect("start both");
+    let mut failed = Vec::new();
+    for (name, qtype) in [
+        ("ext.example.test.", "A"),
+        ("ext.example.test.", "AAAA"),
+        ("EXT.example.test.", "A"),
+        ("ext.example.test.example.test.", "A"),
+        ("nothing.example.test.", "A"),
+        ("example.test.", "A"),
+        ("ext.test.", "A"),
+        ("other.org.", "A"),
+    ] {
+        failed.extend(differs(&d, Ipv4Addr::LOCALHOST, &Query::new(name, qtype)));
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// What a server printed about a Corefile it refused (or "started").
+fn refusal(program: &Path, corefile: &str) -> String {
+    let port = clusterdns_test_support::free_port()
+        .expect("port")
+        .to_string();
+    let text = corefile.replace("@P@", &port);
+    match run_corefile(program, &text, Duration::from_millis(1500)).expect("run") {
+        None => "started".into(),
+        Some(out) => out
+            .lines()
+            .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
+            .unwrap_or("")
+            .to_string(),
+    }
+}
+
+#[test]
+fn setup_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let mut failed = Vec::new();
+    for case in [
+        ".:@P@ {\n    autopath\n    whoami\n}\n",
+        ".:@P@ {\n    autopath /nonexistent/resolv.conf\n    whoami\n}\n",
+        ".:@P@ {\n    autopath example.org /nonexistent/resolv.conf\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @whoami\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @kubernetes\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @cache\n    cache\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @kubernetes\n    autopath @whoami\n    whoami\n}\n",
+    ] {
+        let (t, o) = (refusal(&coredns, case), refusal(clusterdns(), case));
+        let o = if t.contains(" - ") {
+            o
+        } else {
+            without_location(&o)
+        };
+        // CoreDNS wraps its parse errors twice (`plugin/autopath:
+        // plugin/autopath: …`); said once here, as the READMEs list.
+        let t = t.replacen("plugin/autopath: plugin/autopath: ", "plugin/autopath: ", 1);
+        if t != o {
+            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
