@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
     Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
-    coredns_or_skip, run_corefile, without_location,
+    coredns_or_skip, setup_errors_differ,
 };
 
 fn clusterdns() -> &'static Path {
@@ -272,47 +272,21 @@ fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// What a server printed about a Corefile it refused (or "started").
-fn refusal(program: &Path, corefile: &str) -> String {
-    let port = clusterdns_test_support::free_port()
-        .expect("port")
-        .to_string();
-    let text = corefile.replace("@P@", &port);
-    match run_corefile(program, &text, Duration::from_millis(1500)).expect("run") {
-        None => "started".into(),
-        Some(out) => out
-            .lines()
-            .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
-            .unwrap_or("")
-            .to_string(),
-    }
-}
-
 #[test]
 fn setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let mut failed = Vec::new();
-    for case in [
-        ".:@P@ {\n    autopath\n    whoami\n}\n",
-        ".:@P@ {\n    autopath /nonexistent/resolv.conf\n    whoami\n}\n",
-        ".:@P@ {\n    autopath example.org /nonexistent/resolv.conf\n    whoami\n}\n",
-        ".:@P@ {\n    autopath @whoami\n    whoami\n}\n",
-        ".:@P@ {\n    autopath @kubernetes\n    whoami\n}\n",
-        ".:@P@ {\n    autopath @cache\n    cache\n    whoami\n}\n",
-        ".:@P@ {\n    autopath @kubernetes\n    autopath @whoami\n    whoami\n}\n",
-    ] {
-        let (t, o) = (refusal(&coredns, case), refusal(clusterdns(), case));
-        let o = if t.contains(" - ") {
-            o
-        } else {
-            without_location(&o)
-        };
-        // CoreDNS wraps its parse errors twice (`plugin/autopath:
-        // plugin/autopath: …`); said once here, as the READMEs list.
-        let t = t.replacen("plugin/autopath: plugin/autopath: ", "plugin/autopath: ", 1);
-        if t != o {
-            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
-        }
-    }
+    let failed = setup_errors_differ(
+        &coredns,
+        clusterdns(),
+        &[
+            ".:@P@ {\n    autopath\n    whoami\n}\n",
+            ".:@P@ {\n    autopath /nonexistent/resolv.conf\n    whoami\n}\n",
+            ".:@P@ {\n    autopath example.org /nonexistent/resolv.conf\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @whoami\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @kubernetes\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @cache\n    cache\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @kubernetes\n    autopath @whoami\n    whoami\n}\n",
+        ],
+    );
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

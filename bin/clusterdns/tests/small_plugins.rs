@@ -132,55 +132,12 @@ fn bufsize_lowers_the_size_sent_upstream() {
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
-/// What a server printed about a Corefile it refused: its first line that
-/// is not Go's start-up noise, with CoreDNS's doubled `plugin/NAME: `
-/// prefix (its setups wrap their parse errors twice) said once, a
-/// difference the plugins' READMEs list.
-fn error_line(out: &str) -> String {
-    let line = out
-        .lines()
-        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
-        .unwrap_or("");
-    match line.split_once(": ") {
-        Some((head, rest))
-            if head.starts_with("plugin/") && rest.starts_with(&format!("{head}: ")) =>
-        {
-            rest.to_string()
-        }
-        _ => line.to_string(),
-    }
-}
-
 /// Each Corefile is refused by both with the same text (or started by
-/// both); the cases that differ.
+/// both); the cases that differ. CoreDNS's doubled `plugin/NAME: ` prefix
+/// is said once and clusterdns's `FILE:LINE` dropped where CoreDNS names
+/// no place (differences the plugins' READMEs list).
 fn setup_errors_differ(coredns: &Path, cases: &[&str]) -> Vec<String> {
-    use clusterdns_test_support::{run_corefile, without_location};
-    let mut failed = Vec::new();
-    for case in cases {
-        let run = |program: &Path| {
-            let port = clusterdns_test_support::free_port()
-                .expect("a free port")
-                .to_string();
-            let text = case.replace("@P@", &port);
-            run_corefile(program, &text, Duration::from_millis(1500)).expect("run")
-        };
-        let (theirs, ours) = (run(coredns), run(clusterdns()));
-        let (t, o) = (
-            theirs.map_or("started".into(), |t| error_line(&t)),
-            ours.map_or("started".into(), |o| error_line(&o)),
-        );
-        // clusterdns names the place of every setup error, CoreDNS of
-        // some (the READMEs list it).
-        let o = if t.contains(" - ") {
-            o
-        } else {
-            without_location(&o)
-        };
-        if t != o {
-            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
-        }
-    }
-    failed
+    clusterdns_test_support::setup_errors_differ(coredns, clusterdns(), cases)
 }
 
 #[test]

@@ -90,6 +90,12 @@ pub trait Plugin: Send + Sync + 'static {
     fn auto_pather(&self) -> Option<&dyn crate::AutoPather> {
         None
     }
+
+    /// This plugin as a source of external-zone answers, for
+    /// *k8s_external*; `None` for most.
+    fn externaler(&self) -> Option<&dyn crate::Externaler> {
+        None
+    }
 }
 
 /// The ordered plugins of one server block.

@@ -38,6 +38,7 @@ mod chain;
 // parses its flags with them without the contract); callers are unchanged.
 pub use clusterdns_corefile::duration;
 mod error;
+mod external;
 pub mod parse;
 mod request;
 pub mod response;
@@ -51,6 +52,7 @@ mod writer;
 pub use autopath::AutoPather;
 pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
+pub use external::{ExternalHost, ExternalService, Externaler};
 pub use request::{Edits, Family, Proto, Request};
 pub use setup::{
     BlockChain, ChainTail, HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, SetupFn, Shared,

@@ -18,6 +18,7 @@ pub mod forward;
 pub mod header;
 pub mod health;
 pub mod hosts;
+pub mod k8s_external;
 pub mod kubernetes;
 pub mod loadbalance;
 pub mod local;
@@ -66,6 +67,7 @@ pub fn registry() -> Vec<PluginDef> {
         minimal::DEF,
         template::DEF,
         hosts::DEF,
+        k8s_external::DEF,
         kubernetes::DEF,
         loop_::DEF,
         forward::DEF,

@@ -42,7 +42,7 @@ pub use dns::{
 pub use ops::{
     HttpResponse, LogLine, RunOutput, SeriesKey, compare_log_lines, compare_metrics, http_request,
     log_lines, metric_samples, process_lines, reference_coredns, run, run_corefile,
-    without_location,
+    setup_errors_differ, without_location,
 };
 pub use private_rig::{ApiRequest, PrivateRig};
 pub use process::{ScratchDir, ServerProcess, free_port};

@@ -461,6 +461,59 @@ pub fn run_corefile(program: &Path, corefile: &str, wait: Duration) -> io::Resul
     Ok(Some(text.replace(&path.display().to_string(), "Corefile")))
 }
 
+/// The first line a server printed about a Corefile it refused (Go's
+/// start-up noise skipped), with CoreDNS's doubled `plugin/NAME: `
+/// prefix (its setups wrap their parse errors twice) said once.
+fn refusal_line(out: &str) -> String {
+    let line = out
+        .lines()
+        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
+        .unwrap_or("");
+    match line.split_once(": ") {
+        Some((head, rest))
+            if head.starts_with("plugin/") && rest.starts_with(&format!("{head}: ")) =>
+        {
+            rest.to_string()
+        }
+        _ => line.to_string(),
+    }
+}
+
+/// Runs each Corefile of `cases` (`@P@` stands for a free port) with the
+/// `reference` and the `candidate` program; the cases where what they
+/// print differs (or where one starts and the other refuses). The
+/// candidate's `FILE:LINE - ` is dropped where the reference names no
+/// place.
+pub fn setup_errors_differ(reference: &Path, candidate: &Path, cases: &[&str]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for case in cases {
+        let run = |program: &Path| -> String {
+            let port = crate::free_port()
+                .map(|p| p.to_string())
+                .unwrap_or_default();
+            match run_corefile(
+                program,
+                &case.replace("@P@", &port),
+                Duration::from_millis(1500),
+            ) {
+                Ok(Some(out)) => refusal_line(&out),
+                Ok(None) => "started".into(),
+                Err(e) => format!("could not run: {e}"),
+            }
+        };
+        let (t, o) = (run(reference), run(candidate));
+        let o = if t.contains(" - ") {
+            o
+        } else {
+            without_location(&o)
+        };
+        if t != o {
+            failed.push(format!("{case:?}\n  reference: {t}\n  candidate: {o}"));
+        }
+    }
+    failed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,6 +113,19 @@ pub fn parse_uint(d: &Directive, s: &str) -> Result<u32, ConfigError> {
     })
 }
 
+/// A record TTL option (`ttl N`) as CoreDNS's *kubernetes* and
+/// *k8s_external* read it: `strconv.Atoi`, then 0 to 3600 seconds.
+pub fn ttl_0_3600(d: &Directive) -> Result<u32, ConfigError> {
+    let Some(a) = d.args.first() else {
+        return Err(d.arg_err());
+    };
+    let t: i64 = atoi(d, &a.text)?;
+    u32::try_from(t)
+        .ok()
+        .filter(|t| *t <= 3600)
+        .ok_or_else(|| d.err(format!("ttl must be in range [0, 3600]: {t}")))
+}
+
 /// A Go duration argument that may not be negative
 /// ([`crate::duration::parse_go`]; the error is Go's text).
 pub fn duration(d: &Directive, s: &str) -> Result<Duration, ConfigError> {

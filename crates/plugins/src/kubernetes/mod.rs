@@ -5,6 +5,7 @@
 // answer plan (`plan`), the record writers (`write`); the asynchronous
 // path's upstream lookup (`upstream`) last.
 mod autopath;
+mod external;
 mod lookup;
 mod memo;
 mod metrics;
@@ -76,6 +77,10 @@ impl Plugin for Kubernetes {
     }
 
     fn auto_pather(&self) -> Option<&dyn clusterdns_plugin::AutoPather> {
+        Some(self)
+    }
+
+    fn externaler(&self) -> Option<&dyn clusterdns_plugin::Externaler> {
         Some(self)
     }
 

@@ -237,14 +237,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 o.pod_names = true;
             }
             "ttl" => {
-                let Some(a) = args.first() else {
-                    return Err(p.arg_err());
-                };
-                let t: i64 = clusterdns_plugin::parse::atoi(p, a)?;
-                if !(0..=3600).contains(&t) {
-                    return Err(p.err(format!("ttl must be in range [0, 3600]: {t}")));
-                }
-                o.ttl = u32::try_from(t).unwrap_or(DEFAULT_TTL);
+                o.ttl = clusterdns_plugin::parse::ttl_0_3600(p)?;
             }
             "noendpoints" => {
                 if !args.is_empty() {
