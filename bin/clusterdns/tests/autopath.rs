@@ -422,7 +422,7 @@ fn glibc_in_a_pod_walks_in_one_round_trip_as_with_coredns() {
     rig.apply_yaml(&pod_yaml(&h, "client")).expect("pod");
     set_pod_ip(&rig, &h, "client", Ipv4Addr::new(10, 252, s, 2));
     let corefile = COREFILE
-        .replace(".:@PORT@", &format!(".:53"))
+        .replace(".:@PORT@", ".:53")
         .replace("bind 127.0.0.1", &format!("bind 10.252.{s}.1\n    log"))
         .replace("@UPSTREAM@", &up.addr.port().to_string())
         .replace("@KUBECONFIG@", &rig.kubeconfig().display().to_string());
