@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
     Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
-    coredns_or_skip, setup_errors_differ,
+    compare_metrics, coredns_or_skip, setup_errors_differ,
 };
 
 fn clusterdns() -> &'static Path {
@@ -247,7 +247,7 @@ fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
     )
     .expect("resolv.conf");
     let corefile = format!(
-        ".:@PORT@ {{\n    bind 127.0.0.1\n    autopath {}\n    forward . 127.0.0.1:@UPSTREAM@\n}}\n",
+        ".:@PORT@ {{\n    bind 127.0.0.1\n    prometheus 127.0.0.1:@PORT_METRICS@\n    autopath {}\n    forward . 127.0.0.1:@UPSTREAM@\n}}\n",
         resolv.display()
     );
     let d = Differential::between(
@@ -270,6 +270,25 @@ fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
         failed.extend(differs(&d, Ipv4Addr::LOCALHOST, &Query::new(name, qtype)));
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+    // coredns_autopath_success_total counts the same walks.
+    let (r, c) = (metrics(&d.reference), metrics(&d.candidate));
+    assert!(c.contains("coredns_autopath_success_total{"), "{c}");
+    let m = compare_metrics(
+        &r,
+        d.reference.addr.port(),
+        &c,
+        d.candidate.addr.port(),
+        &["coredns_autopath_"],
+    );
+    assert!(m.is_empty(), "{}", m.join("\n"));
+}
+
+fn metrics(s: &RunningServer) -> String {
+    let port = s.port("PORT_METRICS").expect("a metrics port");
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
+    assert_eq!(r.status, 200, "{}", s.name);
+    String::from_utf8_lossy(&r.body).into_owned()
 }
 
 #[test]
