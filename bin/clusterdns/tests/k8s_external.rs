@@ -35,6 +35,13 @@ spec:
 ---
 apiVersion: v1
 kind: Service
+metadata: {{name: lbh, namespace: {ns}}}
+spec:
+  type: LoadBalancer
+  ports: [{{name: https, port: 443, protocol: TCP}}, {{name: http, port: 80, protocol: TCP}}]
+---
+apiVersion: v1
+kind: Service
 metadata: {{name: plain, namespace: {ns}}}
 spec:
   ports: [{{name: http, port: 80, protocol: TCP}}]
@@ -81,9 +88,14 @@ spec:
     )
 }
 
-/// The upstream behind `fallthrough`: NXDOMAIN with its own SOA.
+/// The upstream behind `fallthrough` and for LoadBalancer hostnames:
+/// `lb.example.test` has an A record, everything else is NXDOMAIN with
+/// its own SOA.
 const UPSTREAM: &str = r#".:@PORT@ {
     bind 127.0.0.1
+    template IN A lb.example.test {
+        answer "{{ .Name }} 60 IN A 10.1.2.4"
+    }
     template ANY ANY . {
         rcode NXDOMAIN
         authority ". 60 IN SOA upstream.test. b.root. 1 7200 1800 86400 30"
@@ -142,6 +154,19 @@ fn external_names_are_answered_as_coredns_answers_them() {
         status,
     ])
     .expect("load balancer status");
+    let status = r#"{"status":{"loadBalancer":{"ingress":[{"hostname":"lb.example.test"}]}}}"#;
+    rig.kubectl(&[
+        "-n",
+        &ns,
+        "patch",
+        "service",
+        "lbh",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        status,
+    ])
+    .expect("load balancer status");
 
     let d = Differential::between(
         Some(&rig),
@@ -184,6 +209,11 @@ fn external_names_are_answered_as_coredns_answers_them() {
             ("lb.@NS@.", "A"),
             ("lb.@NS@.", "AAAA"),
             ("_https._tcp.lb.@NS@.", "SRV"),
+            ("lbh.@NS@.", "A"),
+            ("lbh.@NS@.", "AAAA"),
+            ("lbh.@NS@.", "SRV"),
+            ("_https._tcp.lbh.@NS@.", "SRV"),
+            ("_https._tcp.lbh.@NS@.", "A"),
             ("plain.@NS@.", "A"),
             ("noports.@NS@.", "A"),
             ("missing.@NS@.", "A"),
@@ -231,6 +261,14 @@ fn external_names_are_answered_as_coredns_answers_them() {
     let c = d.query(&Query::new(&format!("ext.{ns}.example.org."), "A"));
     let answers = c.candidate.response().map_or(0, |r| r.answer.len());
     assert_eq!(answers, 2, "{c}");
+    // A LoadBalancer hostname: its CNAME, then the upstream's address.
+    let c = d.query(&Query::new(&format!("lbh.{ns}.example.org."), "A"));
+    let got: Vec<String> = c
+        .candidate
+        .response()
+        .map(|r| r.answer.iter().map(|a| a.rtype.clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(got, ["CNAME", "A", "CNAME", "A"], "{c}");
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 

@@ -19,6 +19,9 @@ pub enum ExternalHost {
     Ip(IpAddr),
     /// A PTR target relative to the first external zone (`name.namespace.`).
     Name(Name),
+    /// A hostname (a LoadBalancer ingress without IP): answered with a
+    /// CNAME to it and what a lookup of it gives.
+    Alias(Name),
 }
 
 /// One service entry of an external answer (CoreDNS's `msg.Service` as
@@ -31,7 +34,8 @@ pub struct ExternalService {
     /// ports (CoreDNS's port -1), which has addresses but no SRV record.
     pub port: Option<u16>,
     /// The SRV target: `service.namespace.ZONE.`, or
-    /// `endpoint.service.namespace.ZONE.` for a headless service's endpoint.
+    /// `endpoint.service.namespace.ZONE.` for a headless service's endpoint,
+    /// or the hostname of an [`ExternalHost::Alias`].
     pub target: Name,
     /// The TTL of the SRV record (the source plugin's own TTL).
     pub ttl: u32,

@@ -38,6 +38,8 @@ pub mod whoami;
 /// query through the handlers it added); never in the product.
 #[cfg(test)]
 pub(crate) mod testutil;
+/// Lookups through the rest of a chain, for plugins that resolve a target.
+pub(crate) mod upstream;
 
 use clusterdns_plugin::PluginDef;
 

@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::{
-    ChainTail, ExternalHost, ExternalService, Flow, Plugin, PluginDef, Request, ResponseWriter,
-    SetupCtx,
+    BoxFuture, ChainTail, ExternalHost, ExternalService, Flow, Plugin, PluginDef, PluginError,
+    Request, ResponseWriter, SetupCtx,
 };
 use clusterdns_wire::{Class, MessageBuilder, Name, RData, Rcode, Rtype, Section};
 
@@ -22,6 +22,12 @@ const NAME: &str = "k8s_external";
 /// The plugin that gives the answers (CoreDNS hard-codes it too).
 const SOURCE: &str = "kubernetes";
 
+/// What `query` found before deferring (hostnames to look up).
+struct Deferred {
+    zone: Name,
+    entries: Vec<ExternalService>,
+}
+
 /// The *k8s_external* handler.
 pub struct External {
     /// Zones, lowercase, in the order given.
@@ -34,6 +40,8 @@ pub struct External {
     fall: Option<Vec<Name>>,
     /// The *kubernetes* plugin behind, found at start-up.
     source: Arc<OnceLock<Arc<dyn Plugin>>>,
+    /// The plugins behind, which look hostnames up.
+    tail: ChainTail,
 }
 
 impl std::fmt::Debug for External {
@@ -53,6 +61,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         headless: false,
         fall: None,
         source: Arc::default(),
+        tail: ChainTail::default(),
     };
     // CoreDNS reads every line; options accumulate, the zones are the last line's.
     for d in dirs {
@@ -86,7 +95,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
             }
         }
     }
-    let tail = ChainTail::default();
+    let tail = e.tail.clone();
     let (hook_tail, found) = (tail.clone(), e.source.clone());
     ctx.shared.on_startup.push(Box::new(move || {
         let p = hook_tail
@@ -129,6 +138,54 @@ fn family(rtype: Rtype, ip: IpAddr) -> bool {
         IpAddr::V4(_) => rtype == Rtype::A,
         IpAddr::V6(_) => rtype == Rtype::AAAA,
     }
+}
+
+/// What a lookup of an alias gave: for entry `entry`, type `qtype`.
+struct Looked {
+    entry: usize,
+    qtype: Rtype,
+    reply: Option<Vec<u8>>,
+}
+
+/// Appends the answer records of the reply `msg` to `section` of `b`;
+/// its TC bit comes along (CoreDNS's `m.Truncated` from the lookup).
+fn copy_answers(b: &mut MessageBuilder<'_>, msg: &[u8], section: Section) {
+    let Ok(m) = clusterdns_wire::Message::parse(msg) else {
+        return;
+    };
+    if m.header().tc() && section == Section::Answer {
+        b.set_tc(true);
+    }
+    for rec in m.section(Section::Answer) {
+        if let Ok(r) = rec.to_owned_record(&m) {
+            let _ = b.push_record(section, &r);
+        }
+    }
+}
+
+/// The lookups the answer to `qtype` needs for `entries` (CoreDNS's
+/// `upstream.Lookup` calls in `a`, `aaaa` and `srv`).
+fn lookups_needed(qtype: Rtype, entries: &[ExternalService]) -> Vec<(usize, Name, Rtype)> {
+    let mut out = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let ExternalHost::Alias(h) = e.host else {
+            continue;
+        };
+        match qtype {
+            Rtype::A | Rtype::AAAA => out.push((i, h, qtype)),
+            Rtype::SRV if e.port.is_some() => {
+                let dup = entries[..i]
+                    .iter()
+                    .any(|p| p.port.is_some() && p.host == e.host);
+                if !dup {
+                    out.push((i, h, Rtype::A));
+                    out.push((i, h, Rtype::AAAA));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 impl External {
@@ -244,6 +301,25 @@ impl External {
         b.finish();
     }
 
+    /// The reply with `entries` (and the lookups made for them).
+    fn write_answer(
+        &self,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        x: &dyn clusterdns_plugin::Externaler,
+        zone: &Name,
+        entries: &[ExternalService],
+        looked: &[Looked],
+    ) {
+        let mut b = w.reply(req);
+        b.set_aa(true);
+        self.push_answers(&mut b, req, entries, looked);
+        if b.counts()[1] == 0 {
+            self.soa(&mut b, Section::Authority, zone, x.external_serial());
+        }
+        b.finish();
+    }
+
     /// The answer records for `entries` (CoreDNS `a`, `aaaa`, `srv`,
     /// `ptr`); duplicates are found by looking back over the entries
     /// before, which are few, so nothing is allocated.
@@ -252,16 +328,37 @@ impl External {
         b: &mut MessageBuilder<'_>,
         req: &Request<'_>,
         entries: &[ExternalService],
+        looked: &[Looked],
     ) {
         let qname = req.qname();
         let qtype = req.qtype();
         let addr = |e: &ExternalService| match e.host {
             ExternalHost::Ip(ip) => Some(ip),
-            ExternalHost::Name(_) => None,
+            ExternalHost::Name(_) | ExternalHost::Alias(_) => None,
+        };
+        let alias = |e: &ExternalService| match e.host {
+            ExternalHost::Alias(h) => Some(h),
+            _ => None,
+        };
+        let replies = |i: usize, t: Rtype| {
+            looked
+                .iter()
+                .filter(move |l| l.entry == i && l.qtype == t)
+                .filter_map(|l| l.reply.as_deref())
         };
         match qtype {
             Rtype::A | Rtype::AAAA => {
                 for (i, e) in entries.iter().enumerate() {
+                    if let Some(h) = alias(e) {
+                        // CoreDNS: a CNAME and the lookup's answer for
+                        // every entry, duplicates included.
+                        let cname = RData::Cname(&h);
+                        let _ = b.push(Section::Answer, qname, Class::IN, e.ttl, &cname);
+                        for reply in replies(i, qtype) {
+                            copy_answers(b, reply, Section::Answer);
+                        }
+                        continue;
+                    }
                     let Some(ip) = addr(e) else { continue };
                     if !family(qtype, ip) || entries[..i].iter().any(|p| addr(p) == Some(ip)) {
                         continue;
@@ -278,7 +375,7 @@ impl External {
                     let before = &entries[..i];
                     // CoreDNS's port -1: no SRV record, no address either.
                     let Some(port) = e.port else { continue };
-                    if addr(e).is_none()
+                    if (addr(e).is_none() && alias(e).is_none())
                         || before
                             .iter()
                             .any(|p| p.target == e.target && p.port == e.port)
@@ -294,6 +391,19 @@ impl External {
                     let _ = b.push(Section::Answer, qname, Class::IN, e.ttl, &srv);
                 }
                 for (i, e) in entries.iter().enumerate() {
+                    if let (Some(h), Some(_)) = (alias(e), e.port) {
+                        if !entries[..i]
+                            .iter()
+                            .any(|p| p.port.is_some() && alias(p) == Some(h))
+                        {
+                            for t in [Rtype::A, Rtype::AAAA] {
+                                for reply in replies(i, t) {
+                                    copy_answers(b, reply, Section::Additional);
+                                }
+                            }
+                        }
+                        continue;
+                    }
                     let (Some(ip), Some(_)) = (addr(e), e.port) else {
                         continue;
                     };
@@ -386,18 +496,60 @@ impl Plugin for External {
                 b.finish();
                 Flow::Answered
             }
+        } else if entries
+            .iter()
+            .any(|e| matches!(e.host, ExternalHost::Alias(_)))
+            && matches!(req.qtype(), Rtype::A | Rtype::AAAA | Rtype::SRV)
+            && self.tail.get().is_some_and(|t| !t.plugins().is_empty())
+        {
+            // Hostnames to look up: on the asynchronous path.
+            w.defer_with(Box::new(Deferred {
+                zone: *zone,
+                entries: entries.clone(),
+            }))
         } else {
-            let mut b = w.reply(req);
-            b.set_aa(true);
-            self.push_answers(&mut b, req, &entries);
-            if b.counts()[1] == 0 {
-                self.soa(&mut b, Section::Authority, zone, x.external_serial());
-            }
-            b.finish();
+            self.write_answer(req, w, x, zone, &entries, &[]);
             Flow::Answered
         };
         ENTRIES.set(entries);
         flow
+    }
+
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> BoxFuture<'a, Flow> {
+        Box::pin(async move {
+            let d = match w.take_note::<Deferred>() {
+                Some(d) => d,
+                // Not deferred by `query` (a walk started over): ask it.
+                None => match self.query(req, w) {
+                    Flow::Async => match w.take_note::<Deferred>() {
+                        Some(d) => d,
+                        None => return Flow::Fail(PluginError::NotAsync { plugin: NAME }),
+                    },
+                    flow => return flow,
+                },
+            };
+            let (Some(x), Some(tail)) = (
+                self.source.get().and_then(|p| p.externaler()),
+                self.tail.get(),
+            ) else {
+                return Flow::Fail(PluginError::NotAsync { plugin: NAME });
+            };
+            let mut looked = Vec::new();
+            for (entry, name, qtype) in lookups_needed(req.qtype(), &d.entries) {
+                let reply = crate::upstream::lookup(tail, req, &name, qtype).await;
+                looked.push(Looked {
+                    entry,
+                    qtype,
+                    reply,
+                });
+            }
+            self.write_answer(req, w, x, &d.zone, &d.entries, &looked);
+            Flow::Answered
+        })
     }
 }
 

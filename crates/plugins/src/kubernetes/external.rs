@@ -118,6 +118,25 @@ impl Kubernetes {
                 });
             }
         }
+        // LoadBalancer ingress by hostname (CoreDNS keeps them among the
+        // external IPs, after the addresses when both kinds are given).
+        for host in svc.external_hostnames() {
+            let fq = if host.ends_with('.') {
+                Name::from_ascii(host)
+            } else {
+                Name::from_ascii(&format!("{host}."))
+            };
+            let Ok(alias) = fq else { continue };
+            for p in ports_or_none(svc.ports(), port, protocol) {
+                found = true;
+                out.push(ExternalService {
+                    host: ExternalHost::Alias(alias),
+                    port: p,
+                    target: alias,
+                    ttl: self.ttl,
+                });
+            }
+        }
         found
     }
 }
