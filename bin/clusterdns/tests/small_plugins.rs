@@ -133,7 +133,9 @@ fn bufsize_lowers_the_size_sent_upstream() {
 }
 
 /// Each Corefile is refused by both with the same text (or started by
-/// both); the cases that differ.
+/// both); the cases that differ. CoreDNS's doubled `plugin/NAME: ` prefix
+/// is said once and clusterdns's `FILE:LINE` dropped where CoreDNS names
+/// no place (differences the plugins' READMEs list).
 fn setup_errors_differ(coredns: &Path, cases: &[&str]) -> Vec<String> {
     clusterdns_test_support::setup_errors_differ(coredns, clusterdns(), cases)
 }

@@ -550,6 +550,15 @@ impl Index {
         let old_ips: &[IpAddr] = old.as_ref().map_or(&[], |o| &o.cluster_ips);
         self.reindex(IpOwner::Service(key), old_ips, &new.cluster_ips);
         self.changed();
+        // CoreDNS's `serviceModified`: only an update moves the external
+        // zones' serial, when the external addresses or the ports change.
+        if let Some(old) = old
+            && (old.external_ips() != new.external_ips()
+                || !old.external_hostnames().eq(new.external_hostnames())
+                || old.ports != new.ports)
+        {
+            self.work.ext_modified = self.work.modified;
+        }
     }
 
     /// Removes service `namespace/name`, if present.

@@ -101,6 +101,10 @@ pub struct Counts {
 pub struct Snapshot {
     pub(crate) generation: u64,
     pub(crate) modified: SystemTime,
+    /// Time of the last update of a Service that changed its external IPs
+    /// or ports (CoreDNS's `ModifiedExternal`: never an addition or a
+    /// deletion); `UNIX_EPOCH` if none yet.
+    pub(crate) ext_modified: SystemTime,
     pub(crate) synced: bool,
     pub(crate) namespaces_watched: bool,
     pub(crate) services: ShardMap<ObjKey, Arc<Service>>,
@@ -115,6 +119,7 @@ impl Default for Snapshot {
         Snapshot {
             generation: 0,
             modified: UNIX_EPOCH,
+            ext_modified: UNIX_EPOCH,
             synced: false,
             namespaces_watched: true,
             services: ShardMap::default(),
@@ -144,13 +149,14 @@ impl Snapshot {
 
     /// SOA serial: [`modified`](Self::modified) in Unix seconds (mod 2^32).
     pub fn serial(&self) -> u32 {
-        let secs = self
-            .modified
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_secs();
-        // Truncation intended: DNS serial arithmetic is mod 2^32.
-        (secs & u64::from(u32::MAX)) as u32
+        unix_serial(self.modified)
+    }
+
+    /// SOA serial of the external zones (*k8s_external*): the last update
+    /// of a Service's external IPs or ports, in Unix seconds (mod 2^32);
+    /// 0 until one, as in CoreDNS.
+    pub fn external_serial(&self) -> u32 {
+        unix_serial(self.ext_modified)
     }
 
     /// Every watched kind has completed its first list. Before that, answers that would be
@@ -346,4 +352,14 @@ impl Snapshots {
             .await
             .is_ok_and(|r| r.is_ok())
     }
+}
+
+/// `t` in Unix seconds, mod 2^32 (DNS serial arithmetic).
+fn unix_serial(t: SystemTime) -> u32 {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    // Truncation intended: DNS serial arithmetic is mod 2^32.
+    (secs & u64::from(u32::MAX)) as u32
 }

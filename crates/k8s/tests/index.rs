@@ -605,3 +605,42 @@ fn endpoint_pod_names_and_hostnames() {
         "pod names of 64+ bytes are not usable as labels"
     );
 }
+
+#[test]
+fn the_external_serial_moves_only_on_updates_of_external_ips_or_ports() {
+    let (mut index, _) = index();
+    let with_ext = |ips: &[&str], port: i32| {
+        let mut s = svc("default", "web", &["10.96.0.9"], &[("http", "TCP", port)]);
+        if let Some(spec) = s.spec.as_mut() {
+            spec.external_ips = Some(ips.iter().map(|s| (*s).to_owned()).collect());
+        }
+        s
+    };
+    index.apply(with_ext(&["192.0.2.1"], 80));
+    let snap = published(&mut index);
+    assert!(snap.serial() > 0);
+    assert_eq!(snap.external_serial(), 0, "an addition is not counted");
+    // A change DNS sees elsewhere (cluster IP) but not in external zones.
+    let mut other = with_ext(&["192.0.2.1"], 80);
+    if let Some(spec) = other.spec.as_mut() {
+        spec.cluster_ip = Some("10.96.0.10".into());
+        spec.cluster_ips = Some(vec!["10.96.0.10".into()]);
+    }
+    index.apply(other);
+    assert_eq!(published(&mut index).external_serial(), 0);
+    index.apply(with_ext(&["192.0.2.2"], 80));
+    let moved = published(&mut index).external_serial();
+    assert!(moved > 0, "new external IP");
+    index.delete(&with_ext(&["192.0.2.2"], 80));
+    assert_eq!(
+        published(&mut index).external_serial(),
+        moved,
+        "a deletion is not counted"
+    );
+    index.apply(with_ext(&["192.0.2.2"], 81));
+    assert_eq!(
+        published(&mut index).external_serial(),
+        moved,
+        "re-added: not counted"
+    );
+}

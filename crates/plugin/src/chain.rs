@@ -84,6 +84,18 @@ pub trait Plugin: Send + Sync + 'static {
     fn response(&self, req: &Request<'_>, w: &mut ResponseWriter, outcome: &Outcome) {
         let _ = (req, w, outcome);
     }
+
+    /// This plugin as a source of clients' search paths, for *autopath*
+    /// (`autopath @NAME` finds the plugin by name); `None` for most.
+    fn auto_pather(&self) -> Option<&dyn crate::AutoPather> {
+        None
+    }
+
+    /// This plugin as a source of external-zone answers, for
+    /// *k8s_external*; `None` for most.
+    fn externaler(&self) -> Option<&dyn crate::Externaler> {
+        None
+    }
 }
 
 /// The ordered plugins of one server block.

@@ -32,11 +32,13 @@
 //! cluster records, hosts) are served on the receiving thread without
 //! allocation, lock or task spawn.
 
+mod autopath;
 mod chain;
 // Go durations moved down to the Corefile crate (the node-cache agent
 // parses its flags with them without the contract); callers are unchanged.
 pub use clusterdns_corefile::duration;
 mod error;
+mod external;
 pub mod parse;
 mod request;
 pub mod response;
@@ -47,8 +49,10 @@ pub mod setup;
 pub mod testing;
 mod writer;
 
+pub use autopath::AutoPather;
 pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
 pub use error::PluginError;
+pub use external::{ExternalHost, ExternalService, Externaler};
 pub use request::{Edits, Family, Proto, Request};
 pub use setup::{
     BlockChain, BlockFilter, ChainTail, ConnLimits, HttpReply, HttpRoute, PluginDef, ReadyList,

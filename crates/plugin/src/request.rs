@@ -94,6 +94,25 @@ pub struct Edits {
 }
 
 impl Edits {
+    /// A copy, for a query a plugin makes up from this one and sends
+    /// down the chain behind it (*autopath*'s search walk): the plugins
+    /// there see the changes made so far, and theirs stay on the copy.
+    pub fn fork(&self) -> Edits {
+        let copy = |a: &AtomicU16| AtomicU16::new(a.load(Ordering::Relaxed));
+        Edits {
+            udp_size: copy(&self.udp_size),
+            flags_set: copy(&self.flags_set),
+            flags_clear: copy(&self.flags_clear),
+            server: [
+                copy(&self.server[0]),
+                copy(&self.server[1]),
+                copy(&self.server[2]),
+            ],
+            detached: AtomicBool::new(self.detached.load(Ordering::Relaxed)),
+            timeout_ns: AtomicU64::new(self.timeout_ns.load(Ordering::Relaxed)),
+        }
+    }
+
     /// Sets the query's EDNS0 payload size (only meaningful when the
     /// query has an OPT record).
     pub fn set_udp_size(&self, size: u16) {
@@ -231,6 +250,22 @@ impl Edits {
 }
 
 impl<'a> Request<'a> {
+    /// A request for `query` from the same client, listener and zone, at
+    /// the same time, with `edits` (a query a plugin makes up and sends
+    /// down the chain behind it).
+    pub fn for_query<'b>(&'b self, query: &'b Query<'b>, edits: Edits) -> Request<'b> {
+        Request {
+            query,
+            client: self.client,
+            local: self.local,
+            proto: self.proto,
+            zone: self.zone,
+            server: self.server,
+            received: self.received,
+            edits,
+        }
+    }
+
     /// The query name as the client sent it.
     pub fn qname(&self) -> &Name {
         self.query.qname()

@@ -7,6 +7,7 @@
 
 pub mod acl;
 pub mod any;
+pub mod autopath;
 pub mod bind;
 pub mod bufsize;
 pub mod cache;
@@ -19,6 +20,7 @@ pub mod forward;
 pub mod header;
 pub mod health;
 pub mod hosts;
+pub mod k8s_external;
 pub mod kubernetes;
 pub mod loadbalance;
 pub mod local;
@@ -40,6 +42,8 @@ pub mod whoami;
 /// query through the handlers it added); never in the product.
 #[cfg(test)]
 pub(crate) mod testutil;
+/// Lookups through the rest of a chain, for plugins that resolve a target.
+pub(crate) mod upstream;
 
 use clusterdns_plugin::PluginDef;
 
@@ -61,16 +65,18 @@ pub fn registry() -> Vec<PluginDef> {
         log::DEF,
         local::DEF,
         dns64::DEF,
-        acl::DEF,
         any::DEF,
         chaos::DEF,
         loadbalance::DEF,
         rewrite::DEF,
+        autopath::DEF,
+        acl::DEF,
         cache::DEF,
         header::DEF,
         minimal::DEF,
         template::DEF,
         hosts::DEF,
+        k8s_external::DEF,
         kubernetes::DEF,
         loop_::DEF,
         forward::DEF,

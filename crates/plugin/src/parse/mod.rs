@@ -24,6 +24,7 @@
 //! ```
 
 mod addr;
+mod resolv;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -35,6 +36,7 @@ use clusterdns_wire::Name;
 use crate::duration::Signed;
 
 pub use addr::{listen_addr, once_with_addr};
+pub use resolv::{resolv_search, search_names, search_of};
 
 /// CoreDNS's `plugin.ErrOnce`, for a plugin written twice in one server block.
 pub const ONCE: &str = "this plugin can only be used once per Server Block";
@@ -111,6 +113,19 @@ pub fn parse_uint(d: &Directive, s: &str) -> Result<u32, ConfigError> {
     })
 }
 
+/// A record TTL option (`ttl N`) as CoreDNS's *kubernetes* and
+/// *k8s_external* read it: `strconv.Atoi`, then 0 to 3600 seconds.
+pub fn ttl_0_3600(d: &Directive) -> Result<u32, ConfigError> {
+    let Some(a) = d.args.first() else {
+        return Err(d.arg_err());
+    };
+    let t: i64 = atoi(d, &a.text)?;
+    u32::try_from(t)
+        .ok()
+        .filter(|t| *t <= 3600)
+        .ok_or_else(|| d.err(format!("ttl must be in range [0, 3600]: {t}")))
+}
+
 /// A Go duration argument that may not be negative
 /// ([`crate::duration::parse_go`]; the error is Go's text).
 pub fn duration(d: &Directive, s: &str) -> Result<Duration, ConfigError> {
@@ -121,6 +136,28 @@ pub fn duration(d: &Directive, s: &str) -> Result<Duration, ConfigError> {
 /// CoreDNS refuses a negative one with a text of its own.
 pub fn signed_duration(d: &Directive, s: &str) -> Result<Signed, ConfigError> {
     crate::duration::parse_go_signed(s).map_err(|e| d.err(e.to_string()))
+}
+
+/// Zone arguments as CoreDNS's `OriginsFromArgsOrServerBlock` reads
+/// them when there are some: normalised, lowercase, bad ones skipped
+/// silently.
+pub fn origins<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<Name> {
+    args.into_iter()
+        .filter_map(|a| clusterdns_corefile::normalize_zones(a).ok())
+        .flatten()
+        .filter_map(|z| Name::from_ascii(&z).ok().map(|n| n.to_lowercase()))
+        .collect()
+}
+
+/// A file argument: absolute as given, else under the Corefile's
+/// directory `dir`.
+pub fn config_path(dir: &Path, p: &str) -> std::path::PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        dir.join(p)
+    }
 }
 
 /// A zone argument, normalised as CoreDNS's `plugin.Host(s).NormalizeExact()`

@@ -2,12 +2,12 @@
 
 mod map;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::metrics::{Family, Gauge, Registry};
 use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Class, Name, RData, Rcode, Rtype, Section, parse_reverse};
@@ -235,29 +235,11 @@ impl Loader {
     }
 }
 
-fn resolve(dir: &Path, p: &str) -> PathBuf {
-    let p = Path::new(p);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        dir.join(p)
-    }
-}
-
-/// Zone arguments as CoreDNS `NormalizeExact`: bad ones are skipped.
-fn zone_names<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<Name> {
-    args.into_iter()
-        .filter_map(|a| normalize_zones(a).ok())
-        .flatten()
-        .filter_map(|z| Name::from_ascii(&z).ok())
-        .collect()
-}
-
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
     let d = clusterdns_plugin::parse::once(dirs)?;
     let mut path = PathBuf::from(DEFAULT_PATH);
     if let Some(first) = d.args.first() {
-        path = resolve(ctx.config_dir, &first.text);
+        path = clusterdns_plugin::parse::config_path(ctx.config_dir, &first.text);
         match std::fs::metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 clusterdns_plugin::warning!("hosts", "File does not exist: {}", path.display());
@@ -275,10 +257,10 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         }
     }
     let zones = if d.args.len() > 1 {
-        zone_names(d.args[1..].iter().map(|t| t.text.as_str()))
+        clusterdns_plugin::parse::origins(d.args[1..].iter().map(|t| t.text.as_str()))
     } else {
         let z = ctx.zones();
-        zone_names(z.iter().map(String::as_str))
+        clusterdns_plugin::parse::origins(z.iter().map(String::as_str))
     };
     let mut fall: Option<Vec<Name>> = None;
     let mut fall_unsupported = false;
@@ -293,7 +275,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                 fall = Some(if args.is_empty() {
                     vec![Name::root()]
                 } else {
-                    zone_names(args)
+                    clusterdns_plugin::parse::origins(args)
                 });
             }
             "fallthrough_unsupported" => {

@@ -32,7 +32,7 @@ fn cluster_ip_ports(svc: &Service, port: &[u8], protocol: &[u8]) -> usize {
 }
 
 /// A port of a service or slice matches the query's port and protocol.
-fn port_matches(port: &[u8], protocol: &[u8], p: &Port) -> bool {
+pub(crate) fn port_matches(port: &[u8], protocol: &[u8], p: &Port) -> bool {
     matches(port, p.name().unwrap_or("").as_bytes())
         && matches(protocol, p.protocol().as_str().as_bytes())
 }

@@ -4,6 +4,8 @@
 // answer), the question read (`names`), the record lookup (`lookup`), the
 // answer plan (`plan`), the record writers (`write`); the asynchronous
 // path's upstream lookup (`upstream`) last.
+mod autopath;
+mod external;
 mod lookup;
 mod memo;
 mod metrics;
@@ -54,6 +56,9 @@ pub struct Kubernetes {
     tail: ChainTail,
     /// This instance's key in the per-thread answer memo ([`memo`]).
     memo_id: u64,
+    /// The host's search domains (`/etc/resolv.conf`), which end the
+    /// search paths given to *autopath*.
+    host_search: Vec<Name>,
 }
 
 impl std::fmt::Debug for Kubernetes {
@@ -69,6 +74,14 @@ impl std::fmt::Debug for Kubernetes {
 impl Plugin for Kubernetes {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn auto_pather(&self) -> Option<&dyn clusterdns_plugin::AutoPather> {
+        Some(self)
+    }
+
+    fn externaler(&self) -> Option<&dyn clusterdns_plugin::Externaler> {
+        Some(self)
     }
 
     fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {

@@ -29,7 +29,7 @@ pub(super) struct Parsed<'q> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Invalid;
 
-fn strip_underscore(s: &[u8]) -> &[u8] {
+pub(super) fn strip_underscore(s: &[u8]) -> &[u8] {
     s.strip_prefix(b"_").unwrap_or(s)
 }
 

@@ -237,14 +237,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 o.pod_names = true;
             }
             "ttl" => {
-                let Some(a) = args.first() else {
-                    return Err(p.arg_err());
-                };
-                let t: i64 = clusterdns_plugin::parse::atoi(p, a)?;
-                if !(0..=3600).contains(&t) {
-                    return Err(p.err(format!("ttl must be in range [0, 3600]: {t}")));
-                }
-                o.ttl = u32::try_from(t).unwrap_or(DEFAULT_TTL);
+                o.ttl = clusterdns_plugin::parse::ttl_0_3600(p)?;
             }
             "noendpoints" => {
                 if !args.is_empty() {
@@ -359,6 +352,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         local_ips: local_ips(ctx),
         tail: tail.clone(),
         memo_id: super::memo::instance_id(),
+        host_search: host_search(),
     };
     ctx.add_plugin(Arc::new(plugin));
     ctx.bind_tail(&tail);
@@ -402,6 +396,14 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         Ok(())
     }));
     Ok(())
+}
+
+/// The host's search domains, lowercase and fully qualified, as CoreDNS
+/// reads them at setup (`searchFromResolvConf`); none when the file is
+/// unreadable.
+fn host_search() -> Vec<Name> {
+    let search = clusterdns_plugin::parse::resolv_search("/etc/resolv.conf".as_ref());
+    clusterdns_plugin::parse::search_names(&search.unwrap_or_default())
 }
 
 /// How to build the API client: where, with which limits, reporting to which metrics.

@@ -987,6 +987,7 @@ fn on_index(index: &clusterdns_k8s::Index) -> super::Kubernetes {
         local_ips: Vec::new(),
         tail: clusterdns_plugin::ChainTail::default(),
         memo_id: super::memo::instance_id(),
+        host_search: Vec::new(),
     }
 }
 

@@ -1,0 +1,503 @@
+//! *autopath* against the reference CoreDNS on the same Corefile: the
+//! server-side search walk of a Pod (`autopath @kubernetes`, `pods
+//! verified`, on the shared rig) and of a `resolv.conf` file, and the
+//! setup errors.
+//!
+//! A Pod's address is a loopback address (`status.podIP` set to
+//! 127.171.X.Y through the status subresource; the rig runs no kubelet),
+//! so a test's client socket bound to it is that Pod to both servers.
+//! Every reply is compared record by record (TTLs included).
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clusterdns_test_support::{
+    Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
+    compare_metrics, coredns_or_skip, setup_errors_differ,
+};
+
+fn clusterdns() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
+}
+
+/// The upstream both servers forward to (the reference CoreDNS):
+/// `ext.example.test` has an A record and no AAAA; every other name is
+/// NXDOMAIN with a SOA.
+const UPSTREAM: &str = r#".:@PORT@ {
+    bind 127.0.0.1
+    template IN A ext.example.test {
+        answer "{{ .Name }} 60 IN A 10.1.2.3"
+    }
+    template IN AAAA ext.example.test {
+        authority "example.test. 60 IN SOA ns.example.test. host.example.test. 1 7200 1800 86400 30"
+    }
+    template ANY ANY . {
+        rcode NXDOMAIN
+        authority ". 60 IN SOA a.root. b.root. 1 7200 1800 86400 30"
+    }
+}
+"#;
+
+/// A cluster Corefile as kubeadm writes it, with `pods verified` and
+/// autopath in its usual place.
+const COREFILE: &str = "
+.:@PORT@ {
+    bind 127.0.0.1
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig @KUBECONFIG@
+        pods verified
+    }
+    autopath @kubernetes
+    forward . 127.0.0.1:@UPSTREAM@
+}
+";
+
+/// One UDP query from `src` (the client's address) to `server`.
+fn ask_from(src: Ipv4Addr, server: SocketAddr, q: &Query) -> Outcome {
+    let msg = q.to_wire().expect("query builds");
+    let sock = UdpSocket::bind((src, 0)).expect("bind the client address");
+    sock.set_read_timeout(Some(Duration::from_secs(3))).ok();
+    sock.send_to(&msg, server).expect("send");
+    let mut buf = vec![0u8; 65535];
+    match sock.recv_from(&mut buf) {
+        Ok((n, _)) => match Response::parse(&buf[..n]) {
+            Ok(r) => Outcome::Response(r),
+            Err(error) => Outcome::Malformed {
+                error,
+                bytes: buf[..n].to_vec(),
+            },
+        },
+        Err(_) => Outcome::Timeout,
+    }
+}
+
+/// Asks both servers from `src`; the report of a disagreement.
+fn differs(d: &Differential, src: Ipv4Addr, q: &Query) -> Option<String> {
+    let r = ask_from(src, d.reference.addr, q);
+    let c = ask_from(src, d.candidate.addr, q);
+    let diffs = compare(&r, &c, TtlMode::Exact);
+    if diffs.is_empty() {
+        return None;
+    }
+    let show = |o: &Outcome| match o {
+        Outcome::Response(r) => r.to_string(),
+        other => other.summary(),
+    };
+    Some(format!(
+        "{q} from {src}: {diffs:?}\n  coredns:\n{}\n  clusterdns:\n{}",
+        show(&r),
+        show(&c)
+    ))
+}
+
+fn rcode_of(o: &Outcome) -> String {
+    o.response()
+        .map_or_else(|| o.summary(), Response::rcode_name)
+}
+
+/// A Pod address for this test process: 127.171.X.Y.
+fn pod_ip(n: u8) -> Ipv4Addr {
+    let pid = std::process::id();
+    Ipv4Addr::new(127, 171, (pid % 250) as u8, n)
+}
+
+fn pod_yaml(ns: &str, name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  containers: [{{name: c, image: none}}]\n"
+    )
+}
+
+fn set_pod_ip(rig: &Rig, ns: &str, name: &str, ip: Ipv4Addr) {
+    let patch = format!(r#"{{"status":{{"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}]}}}}"#);
+    rig.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "pod",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &patch,
+    ])
+    .expect("set the pod's IP");
+}
+
+fn services_yaml(ns: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: alias, namespace: {ns}}}
+spec:
+  type: ExternalName
+  externalName: ext.example.test
+"
+    )
+}
+
+#[test]
+fn a_pods_search_walk_is_answered_as_coredns_answers_it() {
+    let Some(rig) = Rig::get() else { return };
+    let coredns = rig.coredns();
+    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
+        .expect("upstream");
+    let port = up.addr.port().to_string();
+    let home = rig.namespace("ap17-home").expect("namespace");
+    let other = rig.namespace("ap17-other").expect("namespace");
+    let (h, o) = (home.name().to_string(), other.name().to_string());
+    rig.apply_yaml(&services_yaml(&o)).expect("services");
+    rig.apply_yaml(&services_yaml(&h)).expect("services");
+    rig.apply_yaml(&pod_yaml(&h, "client")).expect("pod");
+    let client = pod_ip(2);
+    set_pod_ip(&rig, &h, "client", client);
+
+    let d = Differential::between(
+        Some(&rig),
+        ServerSpec::coredns(&rig, COREFILE).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(clusterdns(), COREFILE).var("UPSTREAM", &port),
+    )
+    .expect("start both");
+
+    // Both must know the pod and the other namespace's service first.
+    let probe = Query::new(&format!("web.{o}.{h}.svc.cluster.local."), "A");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = ask_from(client, d.reference.addr, &probe);
+        let c = ask_from(client, d.candidate.addr, &probe);
+        if rcode_of(&r) == "NOERROR" && rcode_of(&c) == "NOERROR" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not synced: coredns {}, clusterdns {}",
+            r.summary(),
+            c.summary()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let first = format!("{h}.svc.cluster.local.");
+    let cases: Vec<(String, &str)> = vec![
+        // Found at once: the name as asked, no CNAME.
+        (format!("web.{first}"), "A"),
+        // Found in another namespace, then by its full name.
+        (format!("web.{o}.{first}"), "A"),
+        (format!("Web.{}.{}", o.to_uppercase(), first), "A"),
+        (format!("web.{o}.svc.{first}"), "A"),
+        (format!("web.{o}.svc.cluster.local.{first}"), "A"),
+        // NODATA and SRV, found on the way.
+        (format!("web.{o}.{first}"), "AAAA"),
+        (format!("_http._tcp.web.{o}.{first}"), "SRV"),
+        // An ExternalName on the way: its CNAME and the upstream's answer.
+        (format!("alias.{o}.{first}"), "A"),
+        (format!("alias.{first}"), "A"),
+        // Out to the upstream: the name as given is the last step.
+        (format!("ext.example.test.{first}"), "A"),
+        (format!("ext.example.test.{first}"), "AAAA"),
+        // Nothing anywhere: the first reply as it was.
+        (format!("nothing.example.test.{first}"), "A"),
+        (format!("nothing.{first}"), "TXT"),
+        // Exactly the first search domain: CoreDNS's TrimZone error.
+        (first.clone(), "A"),
+        // Not in the first search domain: no walk.
+        (format!("web.{o}.svc.cluster.local."), "A"),
+        ("ext.example.test.".to_string(), "A"),
+        (format!("web.{o}.svc.cluster.local.other.test."), "A"),
+        // Reverse zones are the plugin's too, but never a search domain.
+        ("1.0.96.10.in-addr.arpa.".to_string(), "PTR"),
+    ];
+    let mut failed = Vec::new();
+    for (name, qtype) in &cases {
+        let q = Query::new(name, qtype);
+        failed.extend(differs(&d, client, &q));
+        // From an address that is no Pod's: no walk either.
+        failed.extend(differs(&d, Ipv4Addr::LOCALHOST, &q));
+    }
+    // The walk happened (not just agreement on NXDOMAIN): a CNAME first.
+    let got = ask_from(client, d.candidate.addr, &probe);
+    let answer = &got.response().expect("answer").answer;
+    assert_eq!(
+        answer.first().map(|r| (r.rtype.as_str(), r.name.as_str())),
+        Some(("CNAME", probe.name.as_str())),
+        "{got:?}"
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A `resolv.conf` file as the search path, for any client.
+#[test]
+fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
+    let coredns = coredns_or_skip!();
+    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
+        .expect("upstream");
+    let port = up.addr.port().to_string();
+    let dir = clusterdns_test_support::ScratchDir::new("autopath-resolv").expect("dir");
+    let resolv = dir.path().join("resolv.conf");
+    std::fs::write(
+        &resolv,
+        "nameserver 10.0.0.1\nsearch Example.TEST test\noptions ndots:5\n",
+    )
+    .expect("resolv.conf");
+    let corefile = format!(
+        ".:@PORT@ {{\n    bind 127.0.0.1\n    prometheus 127.0.0.1:@PORT_METRICS@\n    autopath {}\n    forward . 127.0.0.1:@UPSTREAM@\n}}\n",
+        resolv.display()
+    );
+    let d = Differential::between(
+        None,
+        ServerSpec::coredns_at(&coredns, &corefile).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(clusterdns(), &corefile).var("UPSTREAM", &port),
+    )
+    .expect("start both");
+    let mut failed = Vec::new();
+    for (name, qtype) in [
+        ("ext.example.test.", "A"),
+        ("ext.example.test.", "AAAA"),
+        ("EXT.example.test.", "A"),
+        ("ext.example.test.example.test.", "A"),
+        ("nothing.example.test.", "A"),
+        ("example.test.", "A"),
+        ("ext.test.", "A"),
+        ("other.org.", "A"),
+    ] {
+        failed.extend(differs(&d, Ipv4Addr::LOCALHOST, &Query::new(name, qtype)));
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    // coredns_autopath_success_total counts the same walks.
+    let (r, c) = (metrics(&d.reference), metrics(&d.candidate));
+    assert!(c.contains("coredns_autopath_success_total{"), "{c}");
+    let m = compare_metrics(
+        &r,
+        d.reference.addr.port(),
+        &c,
+        d.candidate.addr.port(),
+        &["coredns_autopath_"],
+    );
+    assert!(m.is_empty(), "{}", m.join("\n"));
+}
+
+fn metrics(s: &RunningServer) -> String {
+    let port = s.port("PORT_METRICS").expect("a metrics port");
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
+    assert_eq!(r.status, 200, "{}", s.name);
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+#[test]
+fn setup_errors_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let failed = setup_errors_differ(
+        &coredns,
+        clusterdns(),
+        &[
+            ".:@P@ {\n    autopath\n    whoami\n}\n",
+            ".:@P@ {\n    autopath /nonexistent/resolv.conf\n    whoami\n}\n",
+            ".:@P@ {\n    autopath example.org /nonexistent/resolv.conf\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @whoami\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @kubernetes\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @cache\n    cache\n    whoami\n}\n",
+            ".:@P@ {\n    autopath @kubernetes\n    autopath @whoami\n    whoami\n}\n",
+        ],
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A network namespace (a Pod) linked to the host by a veth pair: the
+/// host end 10.252.S.1/30 is its nameserver, its own end 10.252.S.2/30
+/// its Pod IP; `/etc/netns/NAME` holds a Pod's `resolv.conf` (ndots:5).
+/// Removed on drop.
+struct PodNetns {
+    name: String,
+    host_link: String,
+    etc: std::path::PathBuf,
+}
+
+impl PodNetns {
+    fn create(namespace: &str, s: u8) -> Option<PodNetns> {
+        use std::process::{Command, Stdio};
+        let name = format!("ap17g-{}", std::process::id());
+        let ok = Command::new("ip")
+            .args(["netns", "add", &name])
+            .stdin(Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("SKIPPED: cannot create a network namespace (root and `ip` needed)");
+            return None;
+        }
+        let ns = PodNetns {
+            name: name.clone(),
+            host_link: format!("ap17h{}", std::process::id() % 100_000),
+            etc: Path::new("/etc/netns").join(&name),
+        };
+        let peer = format!("ap17n{}", std::process::id() % 100_000);
+        let ip = |args: &[&str]| {
+            let st = Command::new("ip").args(args).stdin(Stdio::null()).status();
+            assert!(st.is_ok_and(|s| s.success()), "ip {args:?}");
+        };
+        ip(&[
+            "link",
+            "add",
+            &ns.host_link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+        ]);
+        ip(&["link", "set", &peer, "netns", &name]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("10.252.{s}.1/30"),
+            "dev",
+            &ns.host_link,
+        ]);
+        ip(&["link", "set", &ns.host_link, "up"]);
+        ip(&[
+            "-n",
+            &name,
+            "addr",
+            "add",
+            &format!("10.252.{s}.2/30"),
+            "dev",
+            &peer,
+        ]);
+        ip(&["-n", &name, "link", "set", &peer, "up"]);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        std::fs::create_dir_all(&ns.etc).expect("/etc/netns/NAME");
+        let resolv = format!(
+            "nameserver 10.252.{s}.1\nsearch {namespace}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
+        );
+        for (file, text) in [
+            ("resolv.conf", resolv.as_str()),
+            ("hosts", "127.0.0.1 localhost\n"),
+            ("nsswitch.conf", "hosts: files dns\n"),
+        ] {
+            std::fs::write(ns.etc.join(file), text).expect("write /etc/netns/NAME file");
+        }
+        Some(ns)
+    }
+
+    /// `getent ahostsv4 NAME` in the namespace: exit status and output.
+    fn getent(&self, name: &str) -> String {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.name, "getent", "ahostsv4", name])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("getent");
+        format!(
+            "{} {}",
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout)
+        )
+    }
+}
+
+impl Drop for PodNetns {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.etc);
+        let _ = std::fs::remove_dir("/etc/netns");
+        for args in [
+            ["link", "del", &self.host_link].as_slice(),
+            ["netns", "del", &self.name].as_slice(),
+        ] {
+            let _ = std::process::Command::new("ip")
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// glibc in a Pod's network namespace (ndots:5) against each server in
+/// turn on the Pod's nameserver address: the same `getent` results and
+/// the same number of queries per lookup (one per address family asked
+/// when the walk finds the name).
+#[test]
+fn glibc_in_a_pod_walks_in_one_round_trip_as_with_coredns() {
+    let Some(rig) = Rig::get() else { return };
+    let coredns = rig.coredns();
+    let home = rig.namespace("ap17-glibc").expect("namespace");
+    let other = rig.namespace("ap17-gother").expect("namespace");
+    let (h, o) = (home.name().to_string(), other.name().to_string());
+    let s = (std::process::id() % 250) as u8;
+    let Some(pod) = PodNetns::create(&h, s) else {
+        return;
+    };
+    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
+        .expect("upstream");
+    rig.apply_yaml(&services_yaml(&o)).expect("services");
+    rig.apply_yaml(&services_yaml(&h)).expect("services");
+    rig.apply_yaml(&pod_yaml(&h, "client")).expect("pod");
+    set_pod_ip(&rig, &h, "client", Ipv4Addr::new(10, 252, s, 2));
+    let corefile = COREFILE
+        .replace(".:@PORT@", ".:53")
+        .replace("bind 127.0.0.1", &format!("bind 10.252.{s}.1\n    log"))
+        .replace("@UPSTREAM@", &up.addr.port().to_string())
+        .replace("@KUBECONFIG@", &rig.kubeconfig().display().to_string());
+    let names = [
+        format!("web.{o}"),
+        "web".to_string(),
+        "ext.example.test".to_string(),
+        "nothing.example.test".to_string(),
+    ];
+    let dir = clusterdns_test_support::ScratchDir::new("autopath-glibc").expect("dir");
+    let mut seen = Vec::new();
+    for (label, program) in [("coredns", coredns.as_path()), ("clusterdns", clusterdns())] {
+        let path = dir.path().join(format!("{label}.Corefile"));
+        std::fs::write(&path, &corefile).expect("Corefile");
+        let log = dir.path().join(format!("{label}.log"));
+        let args = vec!["-conf".to_string(), path.display().to_string()];
+        let mut server = clusterdns_test_support::ServerProcess::spawn(label, program, &args, &log)
+            .expect("start");
+        server
+            .wait_listening(
+                SocketAddr::from(([10, 252, s, 1], 53)),
+                Duration::from_secs(30),
+            )
+            .expect("listening");
+        // Until the Pod and the other namespace's service are known.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !pod.getent(&names[0]).starts_with("0 ") {
+            assert!(Instant::now() < deadline, "{label}: not synced");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut results = Vec::new();
+        for name in &names {
+            let before = queries_logged(&log);
+            let out = pod.getent(name);
+            results.push(format!(
+                "{name}: {out} queries={}",
+                queries_logged(&log) - before
+            ));
+        }
+        drop(server);
+        seen.push(results);
+    }
+    eprintln!("{seen:#?}");
+    assert_eq!(
+        seen[0], seen[1],
+        "coredns (left) and clusterdns (right) differ"
+    );
+    // The walk saved the round trips: one query for the name found.
+    assert!(seen[1][0].ends_with("queries=1"), "{:?}", seen[1]);
+}
+
+/// Query log lines (CoreDNS's format) in a server's log so far.
+fn queries_logged(log: &Path) -> usize {
+    std::thread::sleep(Duration::from_millis(300));
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains("[INFO] 10.252."))
+        .count()
+}

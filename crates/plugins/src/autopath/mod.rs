@@ -1,0 +1,462 @@
+#![doc = include_str!("README.md")]
+
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock};
+
+use clusterdns_corefile::{ConfigError, Directive};
+use clusterdns_plugin::metrics::{Counter, Family};
+use clusterdns_plugin::{
+    BoxFuture, Chain, ChainTail, Flow, Outcome, Plugin, PluginDef, PluginError, Request,
+    ResponseWriter, SetupCtx,
+};
+use clusterdns_wire::{Class, Message, MessageBuilder, Name, Query, RData, Rcode, Record, Section};
+
+/// Registration of *autopath*.
+pub const DEF: PluginDef = PluginDef {
+    name: "autopath",
+    setup,
+};
+
+const NAME: &str = "autopath";
+
+/// Where the search path comes from.
+enum Source {
+    /// A `resolv.conf` file: its search domains, then the root (the name
+    /// as asked).
+    File(Vec<Name>),
+    /// `@NAME`: the plugin of that name behind *autopath*, asked per
+    /// query; found at start-up, and absent when the block has none.
+    Plugin(Arc<OnceLock<Arc<dyn Plugin>>>),
+}
+
+/// The *autopath* handler: walks the client's search path on the server
+/// and answers the first query of the walk with the first reply that is
+/// not NXDOMAIN.
+pub struct AutoPath {
+    /// Zones it acts in (lowercase).
+    zones: Vec<Name>,
+    source: Source,
+    /// The plugins behind it, which answer each name of the walk.
+    tail: ChainTail,
+    /// `coredns_autopath_success_total` by `server` label, resolved at
+    /// setup so counting takes no lock.
+    success: Vec<(String, Arc<Counter>)>,
+    family: Arc<Family<Counter>>,
+}
+
+impl std::fmt::Debug for AutoPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AutoPath")
+            .field("zones", &self.zones)
+            .finish_non_exhaustive()
+    }
+}
+
+fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
+    // CoreDNS reads every line and the last one wins.
+    let mut parsed = None;
+    for d in dirs {
+        let Some(last) = d.args.last() else {
+            return Err(d.err("no resolv-conf specified"));
+        };
+        let source = match last.text.strip_prefix('@') {
+            Some(name) => (Some(name.to_owned()), Vec::new()),
+            None => {
+                let path = clusterdns_plugin::parse::config_path(ctx.config_dir, &last.text);
+                let search = clusterdns_plugin::parse::resolv_search(&path).map_err(|e| {
+                    last.err(format!(
+                        "failed to parse {:?}: open {}: {e}",
+                        last.text, last.text
+                    ))
+                })?;
+                (None, search)
+            }
+        };
+        let zone_args = &d.args[..d.args.len() - 1];
+        let zones = if zone_args.is_empty() {
+            ctx.zones()
+                .iter()
+                .filter_map(|z| Name::from_ascii(z).ok())
+                .collect()
+        } else {
+            clusterdns_plugin::parse::origins(zone_args.iter().map(|t| t.text.as_str()))
+        };
+        parsed = Some((zones, source));
+    }
+    let Some((zones, (plugin, search))) = parsed else {
+        return clusterdns_plugin::parse::once(dirs).map(|_| ());
+    };
+    let family = ctx
+        .shared
+        .metrics
+        .get_or_register("coredns_autopath_success_total", || {
+            Family::<Counter>::new(
+                "coredns_autopath_success_total",
+                "Counter of requests that did autopath.",
+                &["server"],
+            )
+        });
+    let success = ctx
+        .server_labels()
+        .into_iter()
+        .map(|l| {
+            let c = family.with(&[&l]);
+            (l, c)
+        })
+        .collect();
+    let tail = ChainTail::default();
+    let source = match plugin {
+        None => {
+            let mut names = clusterdns_plugin::parse::search_names(&search);
+            names.push(Name::root());
+            Source::File(names)
+        }
+        Some(name) => {
+            let found: Arc<OnceLock<Arc<dyn Plugin>>> = Arc::default();
+            // CoreDNS looks the plugin up among all of the block's; only
+            // plugins behind autopath (kubernetes) can give a search path,
+            // so one before it is one that does not implement it.
+            let in_block = ctx.block.directives_named(&name).next().is_some();
+            let (hook_tail, hook_found) = (tail.clone(), found.clone());
+            ctx.shared.on_startup.push(Box::new(move || {
+                let p = hook_tail
+                    .get()
+                    .and_then(|c| c.plugins().iter().find(|p| p.name() == name));
+                match p {
+                    Some(p) if p.auto_pather().is_some() => {
+                        let _ = hook_found.set(p.clone());
+                        Ok(())
+                    }
+                    None if !in_block => Ok(()),
+                    _ => Err(format!(
+                        "plugin/{NAME}: {name} does not implement the AutoPather interface"
+                    )),
+                }
+            }));
+            Source::Plugin(found)
+        }
+    };
+    ctx.add_plugin(Arc::new(AutoPath {
+        zones,
+        source,
+        tail: tail.clone(),
+        success,
+        family,
+    }));
+    ctx.bind_tail(&tail);
+    Ok(())
+}
+
+thread_local! {
+    /// The search path of the query at hand (reused: no allocation per
+    /// query once grown).
+    static SEARCH: Cell<Vec<Name>> = const { Cell::new(Vec::new()) };
+    /// The packet of the walk's query at hand.
+    static PACKET: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+    /// The reply to the walk's first query, kept while the walk goes on.
+    static FIRST: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// A walk that met a plugin needing the asynchronous path: where it
+/// stopped, for [`Plugin::query_async`].
+struct Walk {
+    search: Vec<Name>,
+    base: Name,
+    at: usize,
+    first: Vec<u8>,
+}
+
+/// What to do after one name of the walk.
+enum Step {
+    /// Try the next name.
+    Next,
+    /// The walk ends with this flow (the reply is in the writer).
+    Done(Flow),
+}
+
+/// The walk's query for `name`: the client's query with its question's
+/// name replaced (header, type, class, OPT kept), into `buf`.
+fn walk_packet(req: &Request<'_>, name: &Name, buf: &mut Vec<u8>) {
+    let raw = req.query.raw();
+    let q = req.query.question_range();
+    buf.clear();
+    buf.extend_from_slice(raw.get(..q.start).unwrap_or(&[]));
+    buf.extend_from_slice(name.as_wire());
+    buf.extend_from_slice(raw.get(q.end.saturating_sub(4)..).unwrap_or(&[]));
+}
+
+impl AutoPath {
+    /// The client's search path into `out` (empty: no walk).
+    fn search_path(&self, req: &Request<'_>, out: &mut Vec<Name>) {
+        match &self.source {
+            Source::File(s) => out.extend_from_slice(s),
+            Source::Plugin(p) => {
+                if let Some(ap) = p.get().and_then(|p| p.auto_pather()) {
+                    ap.auto_path(req, out);
+                }
+            }
+        }
+    }
+
+    /// The start of a walk: `Ok(None)` when the query is not autopath's,
+    /// else the name left of the first search domain (CoreDNS's
+    /// `dnsutil.TrimZone`, an error when nothing is left).
+    fn base(&self, req: &Request<'_>, search: &[Name]) -> Result<Option<Name>, Flow> {
+        let Some(first) = search.first() else {
+            return Ok(None);
+        };
+        let lower = req.qname_lower();
+        if !lower.ends_with(first) {
+            return Ok(None);
+        }
+        let base = req
+            .qname()
+            .strip_suffix_labels(first)
+            .and_then(|l| Name::from_labels(l).ok())
+            .filter(|b| !b.is_root());
+        match base {
+            Some(b) => Ok(Some(b)),
+            None => Err(Flow::Fail(PluginError::ServerFailure {
+                plugin: NAME,
+                msg: format!(
+                    "trimzone: overshot qname: {}for zone {}",
+                    req.qname(),
+                    first
+                ),
+            })),
+        }
+    }
+
+    /// After the walk's query number `i` was answered (`outcome`, reply in
+    /// `w`): CoreDNS's checks, in its order.
+    fn after(
+        &self,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        i: usize,
+        outcome: Outcome,
+        first: &mut Vec<u8>,
+    ) -> Step {
+        if let Some(e) = outcome.error {
+            return Step::Done(Flow::Fail(e));
+        }
+        if i == 0 {
+            first.clear();
+            first.extend_from_slice(w.bytes());
+        }
+        if w.rcode() == Rcode::NXDOMAIN {
+            return Step::Next;
+        }
+        cnamer(w, req.qname());
+        if let Some((_, c)) = self.success.iter().find(|(l, _)| l == req.server) {
+            c.inc();
+        } else {
+            self.family.with(&[req.server]).inc();
+        }
+        Step::Done(Flow::Answered)
+    }
+
+    /// Every name of the walk tried: the first reply, as it was.
+    fn give_first(w: &mut ResponseWriter, first: &[u8]) -> Flow {
+        w.set_message(first);
+        Flow::Answered
+    }
+
+    /// The walk from name `from` on the receiving thread; defers to the
+    /// asynchronous path at the first plugin that needs it.
+    fn walk_sync(
+        &self,
+        tail: &Chain,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        search: &[Name],
+        base: &Name,
+    ) -> Flow {
+        let mut packet = PACKET.take();
+        let mut first = FIRST.take();
+        let mut flow = None;
+        for (i, s) in search.iter().enumerate() {
+            // A name past 255 bytes cannot exist: as NXDOMAIN.
+            let Ok(name) = base.concat(s) else { continue };
+            walk_packet(req, &name, &mut packet);
+            let Ok(q) = Query::parse(&packet) else {
+                continue;
+            };
+            let inner = req.for_query(&q, req.edits.fork());
+            match tail.run_sync(&inner, w) {
+                Ok(outcome) => {
+                    if let Step::Done(f) = self.after(req, w, i, outcome, &mut first) {
+                        flow = Some(f);
+                        break;
+                    }
+                }
+                Err(_) => {
+                    w.forget_note();
+                    let walk = Walk {
+                        search: search.to_vec(),
+                        base: *base,
+                        at: i,
+                        first: first.clone(),
+                    };
+                    flow = Some(w.defer_with(Box::new(walk)));
+                    break;
+                }
+            }
+        }
+        let flow = flow.unwrap_or_else(|| Self::give_first(w, &first));
+        PACKET.set(packet);
+        FIRST.set(first);
+        flow
+    }
+}
+
+impl Plugin for AutoPath {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        let lower = req.qname_lower();
+        if !self.zones.iter().any(|z| lower.ends_with(z)) {
+            return Flow::Next;
+        }
+        let Some(tail) = self.tail.get() else {
+            return Flow::Next;
+        };
+        let mut search = SEARCH.take();
+        search.clear();
+        self.search_path(req, &mut search);
+        let flow = match self.base(req, &search) {
+            Ok(None) => Flow::Next,
+            Ok(Some(base)) => self.walk_sync(tail, req, w, &search, &base),
+            Err(fail) => fail,
+        };
+        SEARCH.set(search);
+        flow
+    }
+
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> BoxFuture<'a, Flow> {
+        Box::pin(async move {
+            let Some(tail) = self.tail.get() else {
+                return Flow::Fail(PluginError::NoNext { plugin: NAME });
+            };
+            let walk = match w.take_note::<Walk>() {
+                Some(walk) => *walk,
+                // Not deferred by `query` (a walk started over): from the top.
+                None => {
+                    let mut search = Vec::new();
+                    self.search_path(req, &mut search);
+                    match self.base(req, &search) {
+                        Ok(None) => {
+                            return tail
+                                .run_async(req, w)
+                                .await
+                                .error
+                                .map_or(Flow::Answered, Flow::Fail);
+                        }
+                        Ok(Some(base)) => Walk {
+                            search,
+                            base,
+                            at: 0,
+                            first: Vec::new(),
+                        },
+                        Err(fail) => return fail,
+                    }
+                }
+            };
+            let Walk {
+                search,
+                base,
+                at,
+                mut first,
+            } = walk;
+            let mut packet = Vec::new();
+            for (i, s) in search.iter().enumerate().skip(at) {
+                let Ok(name) = base.concat(s) else { continue };
+                walk_packet(req, &name, &mut packet);
+                let Ok(q) = Query::parse(&packet) else {
+                    continue;
+                };
+                let inner = req.for_query(&q, req.edits.fork());
+                let outcome = tail.run_async(&inner, w).await;
+                if let Step::Done(f) = self.after(req, w, i, outcome, &mut first) {
+                    return f;
+                }
+            }
+            Self::give_first(w, &first)
+        })
+    }
+}
+
+/// CoreDNS's `cnamer`: a CNAME from the name asked to the owner of the
+/// first answer record not named so (with that record's TTL) goes first
+/// in the answer, and the question gets the name asked back. The message
+/// is written anew (its names compressed again); one that does not parse
+/// is left as it is.
+fn cnamer(w: &mut ResponseWriter, original: &Name) {
+    let mut old = OLD.take();
+    let mut records = RECORDS.take();
+    old.clear();
+    old.extend_from_slice(w.bytes());
+    records.clear();
+    rewrite(&old, &mut records, w, original);
+    OLD.set(old);
+    RECORDS.set(records);
+}
+
+thread_local! {
+    /// A copy of the reply being rewritten by [`cnamer`].
+    static OLD: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+    /// Its records, decoded.
+    static RECORDS: Cell<Vec<(Section, Record)>> = const { Cell::new(Vec::new()) };
+}
+
+fn rewrite(
+    old: &[u8],
+    records: &mut Vec<(Section, Record)>,
+    w: &mut ResponseWriter,
+    original: &Name,
+) {
+    let Ok(m) = Message::parse(old) else { return };
+    let Some((_, qtype, qclass)) = m.question() else {
+        return;
+    };
+    let target = m
+        .section(Section::Answer)
+        .find(|r| !r.name.eq_ignore_case(original))
+        .map(|r| (r.name, r.ttl));
+    for r in m.records() {
+        let Ok(rec) = r.to_owned_record(&m) else {
+            return;
+        };
+        records.push((r.section, rec));
+    }
+    let buf = w.raw_buffer();
+    let mut b = MessageBuilder::new(buf, m.header());
+    let mut ok = b.push_question(original, qtype, qclass).is_ok();
+    if let Some((name, ttl)) = target {
+        ok &= b
+            .push(
+                Section::Answer,
+                original,
+                Class::IN,
+                ttl,
+                &RData::Cname(&name),
+            )
+            .is_ok();
+    }
+    for (section, rec) in records.iter() {
+        ok &= b.push_record(*section, rec).is_ok();
+    }
+    b.finish();
+    if !ok {
+        w.set_message(old);
+    }
+}
+
+#[cfg(test)]
+mod tests;

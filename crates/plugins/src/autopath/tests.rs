@@ -1,0 +1,101 @@
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+
+use clusterdns_corefile::{ProcessEnv, parse_key, parse_str};
+use clusterdns_plugin::metrics::Registry;
+use clusterdns_plugin::testing::{self, Reply};
+use clusterdns_plugin::{Chain, Flow, Plugin, Request, ResponseWriter, SetupCtx, Shared};
+use clusterdns_wire::{Class, Name, Query, RData, Rcode, Rtype, Section};
+
+use super::DEF;
+use crate::testutil::setup_err;
+
+/// Answers `x.b.test.` (any case) with an A record; NXDOMAIN otherwise.
+struct Fake;
+
+impl Plugin for Fake {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        let found = req.qname_lower().to_string() == "x.b.test.";
+        let mut b = w.reply(req);
+        if found {
+            let a = RData::A(Ipv4Addr::new(10, 0, 0, 1));
+            let _ = b.push(Section::Answer, req.qname(), Class::IN, 7, &a);
+        } else {
+            b.set_rcode(Rcode::NXDOMAIN);
+        }
+        b.finish();
+        Flow::Answered
+    }
+}
+
+/// `autopath FILE` (search `a.test b.test`) in front of [`Fake`].
+fn chain(dir: &Path) -> Chain {
+    std::fs::write(dir.join("resolv.conf"), "search A.test b.test\n").unwrap();
+    let cf = parse_str(
+        ".:53 {\n autopath resolv.conf\n}\n",
+        Path::new("Corefile"),
+        &ProcessEnv,
+    )
+    .unwrap();
+    let block = &cf.blocks[0];
+    let keys: Vec<_> = block.keys.iter().map(|k| parse_key(k).unwrap()).collect();
+    let mut shared = Shared::new(Arc::new(Registry::new()));
+    let mut ctx = SetupCtx::new(block, &keys, dir, &mut shared);
+    let dirs: Vec<_> = block.directives_named("autopath").collect();
+    (DEF.setup)(&mut ctx, &dirs).unwrap();
+    ctx.add_plugin(Arc::new(Fake));
+    Chain::new(ctx.take_plugins())
+}
+
+fn ask(c: &Chain, name: &str) -> Reply {
+    let pkt = testing::query(name, Rtype::A);
+    let q = Query::parse(&pkt).unwrap();
+    let zone = Name::root();
+    let req = testing::request(&q, &zone);
+    let mut w = ResponseWriter::new();
+    c.run_sync(&req, &mut w).unwrap();
+    let m = clusterdns_wire::Message::parse(w.bytes()).unwrap();
+    assert_eq!(m.header().id, 0x1234);
+    let (qn, _, _) = m.question().unwrap();
+    assert_eq!(qn.to_string(), name, "the question is the name asked");
+    testing::reply(w.bytes())
+}
+
+#[test]
+fn the_walk_answers_with_a_cname_to_the_name_found() {
+    let dir = std::env::temp_dir().join(format!("autopath-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = chain(&dir);
+    let r = ask(&c, "X.a.test.");
+    assert_eq!(r.rcode, Rcode::NOERROR);
+    assert_eq!(
+        r.answer,
+        [
+            "X.a.test.\t7\tIN\tCNAME\tX.b.test.",
+            "X.b.test.\t7\tIN\tA\t10.0.0.1"
+        ]
+    );
+    // Nothing found: the first reply, NXDOMAIN, for the name asked.
+    let r = ask(&c, "y.a.test.");
+    assert_eq!((r.rcode, r.answer.len()), (Rcode::NXDOMAIN, 0));
+    // Not in the first search domain: passed on untouched.
+    let r = ask(&c, "x.b.test.");
+    assert_eq!(r.answer, ["x.b.test.\t7\tIN\tA\t10.0.0.1"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn setup_errors_are_coredns_texts() {
+    assert_eq!(
+        setup_err(DEF, ". {\n autopath\n}"),
+        "no resolv-conf specified"
+    );
+    assert_eq!(
+        setup_err(DEF, ". {\n autopath example.org /nonexistent/r.conf\n}"),
+        "failed to parse \"/nonexistent/r.conf\": open /nonexistent/r.conf: no such file or directory"
+    );
+}
