@@ -96,6 +96,12 @@ pub trait Plugin: Send + Sync + 'static {
     fn externaler(&self) -> Option<&dyn crate::Externaler> {
         None
     }
+
+    /// The plugin's zone transfers, if it can send its zones out (for
+    /// *transfer*; see [`crate::transfer`]).
+    fn transferer(&self) -> Option<&dyn crate::transfer::Transferer> {
+        None
+    }
 }
 
 /// The ordered plugins of one server block.

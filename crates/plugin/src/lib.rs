@@ -47,6 +47,7 @@ pub mod setup;
 /// product (other crates' tests turn on the `test-util` feature).
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod transfer;
 mod writer;
 
 pub use autopath::AutoPather;

@@ -44,6 +44,10 @@ pub struct ResponseWriter {
     /// What the plugin that deferred the query learned on the synchronous
     /// pass, for its [`Plugin::query_async`](crate::Plugin::query_async).
     note: Option<Box<dyn Any + Send>>,
+    /// Further messages of a reply made of several (a zone transfer over
+    /// TCP), sent after this one in order; dropped by anything but a
+    /// stream transport. Empty, and without a heap buffer, otherwise.
+    more: Vec<Vec<u8>>,
 }
 
 impl ResponseWriter {
@@ -82,6 +86,7 @@ impl ResponseWriter {
         self.opt = OptAt::Absent;
         self.built = true;
         self.by_server = false;
+        self.more.clear();
         MessageBuilder::reply_to(query, &mut self.buf).counting_savings(&mut self.saved_slot)
     }
 
@@ -92,6 +97,7 @@ impl ResponseWriter {
         self.built = false;
         self.by_server = false;
         self.saved = None;
+        self.more.clear();
         self.buf.clear();
         self.buf.extend_from_slice(msg);
     }
@@ -174,6 +180,7 @@ impl ResponseWriter {
         self.built = false;
         self.by_server = false;
         self.saved = None;
+        self.more.clear();
         &mut self.buf
     }
 
@@ -186,6 +193,7 @@ impl ResponseWriter {
         self.built = false;
         self.by_server = false;
         self.saved = None;
+        self.more.clear();
         &mut self.buf
     }
 
@@ -242,8 +250,21 @@ impl ResponseWriter {
         }
     }
 
+    /// Adds a message to send after this one, on a stream transport only
+    /// (the next messages of a zone transfer). Writing a new reply
+    /// discards them.
+    pub fn push_more(&mut self, msg: Vec<u8>) {
+        self.more.push(msg);
+    }
+
+    /// Takes the messages to send after this one (for servers).
+    pub fn take_more(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.more)
+    }
+
     /// Empties the buffer, keeping its capacity.
     pub fn clear(&mut self) {
+        self.more.clear();
         self.opt = OptAt::Absent;
         self.built = false;
         self.by_server = false;

@@ -16,6 +16,8 @@ pub mod chaos;
 pub mod debug;
 pub mod dns64;
 pub mod errors;
+mod every;
+pub mod file;
 pub mod forward;
 pub mod header;
 pub mod health;
@@ -35,6 +37,7 @@ pub mod reload;
 pub mod rewrite;
 pub mod template;
 pub mod timeouts;
+pub mod transfer;
 pub mod view;
 pub mod whoami;
 
@@ -75,9 +78,11 @@ pub fn registry() -> Vec<PluginDef> {
         header::DEF,
         minimal::DEF,
         template::DEF,
+        transfer::DEF,
         hosts::DEF,
         k8s_external::DEF,
         kubernetes::DEF,
+        file::DEF,
         loop_::DEF,
         forward::DEF,
         whoami::DEF,

@@ -370,5 +370,22 @@ async fn connection(
             },
             _ = me.kill.notified() => return,
         }
+        // The further messages of a zone transfer, each framed and with
+        // its own write deadline.
+        for m in w.take_more() {
+            let Ok(n) = u16::try_from(m.len()) else {
+                return;
+            };
+            out.clear();
+            out.extend_from_slice(&n.to_be_bytes());
+            out.extend_from_slice(&m);
+            tokio::select! {
+                r = tokio::time::timeout(limits.write, stream.write_all(&out)) => match r {
+                    Ok(Ok(())) => {}
+                    _ => return,
+                },
+                _ = me.kill.notified() => return,
+            }
+        }
     }
 }

@@ -166,3 +166,24 @@ pub fn zone(d: &Directive, s: &str) -> Result<Name, ConfigError> {
     let z = normalize_zone(s).map_err(|e| d.err(e))?;
     Name::from_ascii(&z).map_err(|e| d.err(format!("{s}: {e}")))
 }
+
+/// The zones a plugin serves, as CoreDNS's `plugin.OriginsFromArgsOrServerBlock`:
+/// its zone arguments ([`origins`]) if it has any, else the server block's
+/// zones (`block`, from [`crate::SetupCtx::zones`]).
+pub fn origins_or_block(args: &[&str], block: &[String]) -> Vec<Name> {
+    if args.is_empty() {
+        origins(block.iter().map(String::as_str))
+    } else {
+        origins(args.iter().copied())
+    }
+}
+
+/// The zones of a `fallthrough [ZONES...]` line, as CoreDNS's
+/// `fall.F.SetZonesFromArgs`: every name (the root) without arguments.
+pub fn fall_zones(args: &[&str]) -> Vec<Name> {
+    if args.is_empty() {
+        vec![Name::root()]
+    } else {
+        origins(args.iter().copied())
+    }
+}

@@ -193,6 +193,11 @@ struct Loader {
 }
 
 impl Loader {
+    /// One check of the background loop.
+    fn reload_check(&self) {
+        self.read_hosts();
+    }
+
     /// CoreDNS `readHosts`: an unreadable file keeps the data as it was.
     /// Returns whether the file was parsed again.
     fn read_hosts(&self) -> bool {
@@ -377,33 +382,13 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 fn start(
     loader: Arc<Loader>,
     reload: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), String> {
     loader.read_hosts();
     if reload.is_zero() {
         return Ok(());
     }
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        return Err("plugin/hosts: no runtime to run the reload task on".to_string());
-    };
-    rt.spawn(async move {
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + reload, reload);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    let l = loader.clone();
-                    let _ = tokio::task::spawn_blocking(move || l.read_hosts()).await;
-                }
-                r = stop.changed() => {
-                    if r.is_err() || *stop.borrow() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    Ok(())
+    crate::every::every("hosts", reload, loader, Loader::reload_check, stop)
 }
 
 #[cfg(test)]

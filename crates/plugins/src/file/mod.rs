@@ -1,0 +1,364 @@
+#![doc = include_str!("README.md")]
+
+mod parse;
+mod zone;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwapOption;
+use clusterdns_corefile::{ConfigError, Directive};
+use clusterdns_plugin::transfer::{TransferError, Transferer};
+use clusterdns_plugin::{
+    ChainTail, Flow, Plugin, PluginDef, PluginError, Request, ResponseWriter, SetupCtx,
+};
+use clusterdns_wire::{Name, Rcode, Record, Rtype};
+
+use parse::Reader;
+use zone::{Outcome, Zone, ZoneError};
+
+/// Registration of *file*.
+pub const DEF: PluginDef = PluginDef {
+    name: "file",
+    setup,
+};
+
+/// How often the file is checked for a new SOA serial by default.
+pub const DEFAULT_RELOAD: Duration = Duration::from_secs(60);
+
+/// One zone the plugin serves, and where its data comes from.
+#[derive(Debug)]
+struct Slot {
+    origin: Name,
+    path: PathBuf,
+    /// The file's name as written (joined with nothing), for messages.
+    shown: String,
+    reload: Duration,
+    by_mtime: bool,
+    /// `None` until the file was read (it may be missing at start).
+    data: ArcSwapOption<Zone>,
+    mtime: parking_lot::Mutex<Option<SystemTime>>,
+}
+
+impl Slot {
+    /// Reads the file for this slot's origin; the error as CoreDNS words it.
+    fn read(&self) -> Result<Zone, String> {
+        read_zone(&self.path, &self.shown, &self.origin)
+    }
+
+    /// One reload check (CoreDNS's reload ticker body).
+    fn reload_once(&self) {
+        let current = self.data.load_full();
+        if self.by_mtime {
+            let m = match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
+                Ok(m) => m,
+                Err(e) => {
+                    clusterdns_plugin::error!(
+                        "file",
+                        "Failed to stat zone {:?} in {:?}: {}",
+                        self.origin.to_string(),
+                        self.shown,
+                        e
+                    );
+                    return;
+                }
+            };
+            if self.mtime.lock().is_some_and(|seen| m <= seen) {
+                return;
+            }
+            *self.mtime.lock() = Some(m);
+        }
+        if let Err(e) = std::fs::metadata(&self.path) {
+            clusterdns_plugin::error!(
+                "file",
+                "Failed to open zone {:?} in {:?}: open {}: {}",
+                self.origin.to_string(),
+                self.shown,
+                self.shown,
+                e
+            );
+            return;
+        }
+        let zone = match self.read() {
+            Ok(z) => z,
+            Err(e) => {
+                clusterdns_plugin::error!(
+                    "file",
+                    "Parsing zone {:?}: {}",
+                    self.origin.to_string(),
+                    e
+                );
+                return;
+            }
+        };
+        // By serial, a file whose SOA serial did not change is not taken.
+        if !self.by_mtime
+            && current
+                .as_ref()
+                .is_some_and(|c| c.serial() == zone.serial())
+        {
+            return;
+        }
+        let serial = zone.serial();
+        self.data.store(Some(Arc::new(zone)));
+        clusterdns_plugin::info!(
+            "file",
+            "Successfully reloaded zone {:?} in {:?} with {} SOA serial",
+            self.origin.to_string(),
+            self.shown,
+            serial
+        );
+    }
+}
+
+/// Reads and builds the zone of `origin` from `path`.
+fn read_zone(path: &Path, shown: &str, origin: &Name) -> Result<Zone, String> {
+    let records: Vec<Record> = Reader::read(path, shown, origin).map_err(|e| {
+        format!("failed to parse file {shown:?} for origin {origin} with error {e}")
+    })?;
+    Zone::new(origin, records).map_err(|e| match e {
+        ZoneError::NoSoa => format!("file {shown:?} has no SOA record for origin {origin}"),
+    })
+}
+
+/// The *file* handler.
+#[derive(Debug)]
+pub struct File {
+    slots: Vec<Arc<Slot>>,
+    /// `None`: no fallthrough; else the zones that fall through.
+    fall: Option<Vec<Name>>,
+    /// The plugins behind this one: with none, names outside the zones
+    /// are REFUSED, as CoreDNS does without a next plugin.
+    tail: ChainTail,
+}
+
+impl File {
+    /// The longest of the zones `name` is in.
+    fn slot(&self, name: &Name) -> Option<&Slot> {
+        self.slots
+            .iter()
+            .filter(|s| name.ends_with(&s.origin))
+            .max_by_key(|s| s.origin.len())
+            .map(|s| &**s)
+    }
+
+    fn falls_through(&self, qname: &Name) -> bool {
+        self.fall
+            .as_ref()
+            .is_some_and(|z| z.iter().any(|z| qname.ends_with(z)))
+    }
+}
+
+impl Plugin for File {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        let qname = req.qname_lower();
+        let Some(slot) = self.slot(qname) else {
+            if self.tail.get().is_none_or(|c| c.plugins().is_empty()) {
+                return Flow::Fail(PluginError::Refused { plugin: "file" });
+            }
+            return Flow::Next;
+        };
+        let guard = slot.data.load();
+        let Some(zone) = guard.as_ref() else {
+            w.write_error(req, Rcode::SERVFAIL);
+            return Flow::Answered;
+        };
+        let qtype = req.qtype();
+        if qtype == Rtype::AXFR || qtype == Rtype::IXFR {
+            // Without *transfer* in front, transfers are refused.
+            w.write_error(req, Rcode::REFUSED);
+            return Flow::Answered;
+        }
+        let plan = zone.lookup(qname, qtype);
+        let empty = plan.no_answer();
+        if empty
+            && matches!(plan.outcome, Outcome::NameError | Outcome::Success)
+            && self.falls_through(qname)
+        {
+            return Flow::Next;
+        }
+        let mut b = w.reply(req);
+        b.set_aa(true);
+        match plan.outcome {
+            Outcome::Success | Outcome::NoData => {}
+            Outcome::NameError => b.set_rcode(Rcode::NXDOMAIN),
+            // A referral is not authoritative; a CNAME into one keeps AA.
+            Outcome::Delegation => b.set_aa(!empty),
+            Outcome::ServerFailure => {
+                if empty {
+                    w.write_error(req, Rcode::SERVFAIL);
+                    return Flow::Answered;
+                }
+                b.set_rcode(Rcode::SERVFAIL);
+            }
+        }
+        plan.write(zone, &mut b);
+        b.finish();
+        Flow::Answered
+    }
+
+    fn transferer(&self) -> Option<&dyn Transferer> {
+        Some(self)
+    }
+}
+
+impl Transferer for File {
+    fn transfer(&self, zone: &Name, serial: u32) -> Result<Vec<Record>, TransferError> {
+        let zone = zone.to_lowercase();
+        let Some(slot) = self.slot(&zone).filter(|s| s.origin == zone) else {
+            return Err(TransferError::NotAuthoritative);
+        };
+        let Some(z) = slot.data.load_full() else {
+            return Err(TransferError::Failed("no SOA".into()));
+        };
+        if serial != 0 && z.serial() == serial {
+            return Ok(vec![z.soa.clone()]);
+        }
+        Ok(z.transfer_records())
+    }
+}
+
+fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
+    let block_zones = ctx.zones();
+    let mut slots: Vec<Arc<Slot>> = Vec::new();
+    let mut fall: Option<Vec<Name>> = None;
+    let mut reload = DEFAULT_RELOAD;
+    let mut open_err: Option<(ConfigError, String)> = None;
+    // As in CoreDNS, both carry over to the `file` lines that follow.
+    let mut by_mtime = false;
+    for d in dirs {
+        let Some(first) = d.args.first() else {
+            return Err(d.arg_err());
+        };
+        let shown = first.text.clone();
+        let path = if Path::new(&shown).is_absolute() {
+            PathBuf::from(&shown)
+        } else {
+            ctx.config_dir.join(&shown)
+        };
+        let rest: Vec<&str> = d.args[1..].iter().map(|t| t.text.as_str()).collect();
+        let names = clusterdns_plugin::parse::origins_or_block(&rest, &block_zones);
+        let readable = match std::fs::File::open(&path) {
+            Ok(_) => true,
+            Err(e) => {
+                let text = match e.kind() {
+                    std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
+                    std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                    _ => e.to_string(),
+                };
+                let msg = format!("open {shown}: {text}");
+                open_err = Some((d.err(format!("plugin/file: {msg}")), msg));
+                false
+            }
+        };
+        let mut these = Vec::new();
+        for origin in names {
+            let data = if readable {
+                let z = read_zone(&path, &shown, &origin).map_err(|m| d.err(m))?;
+                Some(Arc::new(z))
+            } else {
+                None
+            };
+            these.push(Slot {
+                origin,
+                path: path.clone(),
+                shown: shown.clone(),
+                reload: Duration::ZERO,
+                by_mtime: false,
+                data: ArcSwapOption::new(data),
+                mtime: parking_lot::Mutex::new(
+                    std::fs::metadata(&path).and_then(|m| m.modified()).ok(),
+                ),
+            });
+        }
+        for p in &d.block {
+            let args: Vec<&str> = p.arg_texts().collect();
+            match p.name.text.as_str() {
+                "fallthrough" => {
+                    fall = Some(clusterdns_plugin::parse::fall_zones(&args));
+                }
+                "reload" => {
+                    let Some(a) = args.first() else {
+                        return Err(p.err("reload duration value is expected"));
+                    };
+                    let v = clusterdns_plugin::parse::signed_duration(p, a)
+                        .map_err(|e| p.err(format!("plugin/file: {}", e.msg)))?;
+                    reload = Duration::from_nanos(u64::try_from(v.nanos()).map_err(|_| {
+                        p.err(format!(
+                            "plugin/file: invalid negative duration for reload '{a}'"
+                        ))
+                    })?);
+                }
+                "reload_by_mtime" => by_mtime = true,
+                // Accepted and ignored, as CoreDNS does ("remove soon").
+                "upstream" => {}
+                other => return Err(p.err(format!("unknown property '{other}'"))),
+            }
+        }
+        for mut s in these {
+            s.reload = reload;
+            s.by_mtime = by_mtime;
+            let s = Arc::new(s);
+            match slots.iter_mut().find(|x| x.origin == s.origin) {
+                Some(x) => *x = s,
+                None => slots.push(s),
+            }
+        }
+    }
+    if let Some((err, msg)) = open_err {
+        if reload.is_zero() {
+            return Err(err);
+        }
+        clusterdns_plugin::warning!(
+            "file",
+            "Failed to open {:?}: trying again in {}",
+            msg,
+            clusterdns_plugin::duration::format_go(reload)
+        );
+    }
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let watched: Vec<Arc<Slot>> = slots
+        .iter()
+        .filter(|s| !s.reload.is_zero())
+        .cloned()
+        .collect();
+    if !watched.is_empty() {
+        ctx.shared
+            .on_startup
+            .push(Box::new(move || start(watched, stop_rx)));
+        ctx.shared.on_shutdown.push(Box::new(move || {
+            let _ = stop_tx.send(true);
+            Ok(())
+        }));
+    }
+    let tail = ChainTail::default();
+    ctx.add_plugin(Arc::new(File {
+        slots,
+        fall,
+        tail: tail.clone(),
+    }));
+    ctx.bind_tail(&tail);
+    Ok(())
+}
+
+/// The start-up hook: one reload loop per zone that has an interval.
+fn start(slots: Vec<Arc<Slot>>, stop: tokio::sync::watch::Receiver<bool>) -> Result<(), String> {
+    for slot in slots {
+        crate::every::every(
+            "file",
+            slot.reload,
+            slot.clone(),
+            Slot::reload_once,
+            stop.clone(),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,322 @@
+#![doc = include_str!("README.md")]
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use clusterdns_corefile::{ConfigError, Directive};
+use clusterdns_plugin::transfer::TransferError;
+use clusterdns_plugin::{
+    ChainTail, Flow, Plugin, PluginDef, PluginError, Proto, Request, ResponseWriter, SetupCtx,
+};
+use clusterdns_wire::{Message, MessageBuilder, Name, Rcode, Record, RecordData, Rtype, Section};
+
+/// Registration of *transfer*.
+pub const DEF: PluginDef = PluginDef {
+    name: "transfer",
+    setup,
+};
+
+/// The largest DNS message over TCP.
+const MAX_TCP_MESSAGE: usize = 65535;
+
+/// Who may transfer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum To {
+    /// `*`: anyone.
+    Any,
+    /// One address (its port, used for notifies in CoreDNS, plays no part).
+    Ip(IpAddr),
+}
+
+/// One `transfer` block: its zones and who may transfer them.
+#[derive(Debug)]
+struct Xfr {
+    zones: Vec<Name>,
+    to: Vec<To>,
+}
+
+impl Xfr {
+    fn allowed(&self, ip: IpAddr) -> bool {
+        self.to.iter().any(|t| match t {
+            To::Any => true,
+            To::Ip(a) => *a == ip,
+        })
+    }
+}
+
+/// The *transfer* handler.
+#[derive(Debug)]
+pub struct Transfer {
+    xfrs: Vec<Xfr>,
+    /// The plugins behind this one, asked in order for the zone.
+    tail: ChainTail,
+}
+
+impl Transfer {
+    /// The block whose zone is the longest match of `name` (the first of
+    /// equals, as CoreDNS's `longestMatch`).
+    fn longest_match(&self, name: &Name) -> Option<&Xfr> {
+        let mut best: Option<(&Xfr, usize)> = None;
+        for x in &self.xfrs {
+            let Some(len) = x
+                .zones
+                .iter()
+                .filter(|z| name.ends_with(z))
+                .map(|z| z.len())
+                .max()
+            else {
+                continue;
+            };
+            if best.is_none_or(|(_, b)| len > b) {
+                best = Some((x, len));
+            }
+        }
+        best.map(|(x, _)| x)
+    }
+}
+
+/// The serial of an IXFR query's one authority SOA, or `None` when the
+/// query does not carry exactly one SOA there.
+fn ixfr_serial(raw: &[u8]) -> Option<u32> {
+    let msg = Message::parse(raw).ok()?;
+    let mut auth = msg.section(Section::Authority);
+    let first = auth.next()?;
+    if auth.next().is_some() || first.rtype != Rtype::SOA {
+        return None;
+    }
+    match first.to_owned_record(&msg).ok()?.data {
+        RecordData::Soa { serial, .. } => Some(serial),
+        _ => None,
+    }
+}
+
+impl Plugin for Transfer {
+    fn name(&self) -> &'static str {
+        "transfer"
+    }
+
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        let qtype = req.qtype();
+        if qtype != Rtype::AXFR && qtype != Rtype::IXFR {
+            return Flow::Next;
+        }
+        if req.proto != Proto::Tcp {
+            w.write_error(req, Rcode::REFUSED);
+            return Flow::Answered;
+        }
+        let qname = req.qname_lower();
+        let Some(x) = self.longest_match(qname) else {
+            return Flow::Next;
+        };
+        if !x.allowed(req.client.ip()) {
+            let mut b = w.reply(req);
+            b.set_rcode(Rcode::REFUSED);
+            b.finish();
+            return Flow::Answered;
+        }
+        let mut serial = 0;
+        if qtype == Rtype::IXFR {
+            match ixfr_serial(req.query.raw()) {
+                Some(s) => serial = s,
+                None => {
+                    w.write_error(req, Rcode::SERVFAIL);
+                    return Flow::Answered;
+                }
+            }
+        }
+        let mut records = None;
+        if let Some(chain) = self.tail.get() {
+            for p in chain.plugins() {
+                let Some(t) = p.transferer() else { continue };
+                match t.transfer(qname, serial) {
+                    Err(TransferError::NotAuthoritative) => continue,
+                    Err(TransferError::Failed(msg)) => {
+                        return Flow::Fail(PluginError::ServerFailure {
+                            plugin: "transfer",
+                            msg,
+                        });
+                    }
+                    Ok(r) => {
+                        records = Some(r);
+                        break;
+                    }
+                }
+            }
+        }
+        let Some(records) = records else {
+            return Flow::Next;
+        };
+        let soa_serial = records.first().and_then(|r| match r.data {
+            RecordData::Soa { serial, .. } => Some(serial),
+            _ => None,
+        });
+        // An up-to-date IXFR: the SOA alone, in a plain reply.
+        if records.len() == 1
+            && let Some(s) = soa_serial
+        {
+            let mut b = w.reply(req);
+            let _ = b.push_record(Section::Answer, &records[0]);
+            b.finish();
+            clusterdns_plugin::info!(
+                "transfer",
+                "Outgoing noop, incremental transfer for up to date zone {:?} to {} for {} SOA serial",
+                req.qname().to_string(),
+                req.client.ip(),
+                s
+            );
+            return Flow::Answered;
+        }
+        write_messages(req, w, &records);
+        clusterdns_plugin::info!(
+            "transfer",
+            "Outgoing transfer of {} records of zone {:?} to {} for {} SOA serial",
+            records.len(),
+            req.qname().to_string(),
+            req.client.ip(),
+            soa_serial.unwrap_or(0)
+        );
+        Flow::Answered
+    }
+}
+
+/// Writes `records` as a run of authoritative replies, each as full as
+/// a TCP message allows: the first in `w`, the others after it.
+fn write_messages(req: &Request<'_>, w: &mut ResponseWriter, records: &[Record]) {
+    let mut rest = {
+        let mut b = w.reply(req);
+        b.set_aa(true);
+        b.set_limit(MAX_TCP_MESSAGE);
+        let n = fill(&mut b, records);
+        b.finish();
+        &records[n..]
+    };
+    let edns = req.query.edns().map(|e| (e.udp_size, e.do_bit));
+    while !rest.is_empty() {
+        let mut buf = Vec::with_capacity(MAX_TCP_MESSAGE);
+        let mut b = MessageBuilder::reply_to(req.query, &mut buf);
+        b.set_aa(true);
+        b.set_limit(MAX_TCP_MESSAGE);
+        let n = fill(&mut b, rest);
+        // Every message mirrors the query's OPT, as the server does for the first.
+        if let Some((size, do_bit)) = edns {
+            let _ = b.push_opt(size, do_bit, &[]);
+        }
+        b.finish();
+        if n == 0 {
+            // A record larger than a message: nothing more can be sent.
+            break;
+        }
+        rest = &rest[n..];
+        w.push_more(buf);
+    }
+}
+
+/// Pushes records into `b` until one does not fit (room is kept for an
+/// OPT record); how many went in.
+fn fill(b: &mut MessageBuilder<'_>, records: &[Record]) -> usize {
+    b.set_limit(MAX_TCP_MESSAGE - 64);
+    let mut n = 0;
+    for r in records {
+        if b.push_record(Section::Answer, r).is_err() {
+            break;
+        }
+        n += 1;
+    }
+    b.set_limit(MAX_TCP_MESSAGE);
+    n
+}
+
+/// An address of `to`, as CoreDNS's `parse.HostPort(host, "53")` accepts it.
+fn host_port(s: &str) -> Result<IpAddr, String> {
+    if let Ok(sa) = s.parse::<std::net::SocketAddr>() {
+        return Ok(sa.ip());
+    }
+    let bare = s.trim_start_matches('[').trim_end_matches(']');
+    let no_zone = bare.split('%').next().unwrap_or(bare);
+    if let Ok(ip) = no_zone.parse::<IpAddr>()
+        && (!s.starts_with('[') || s.ends_with(']'))
+    {
+        return Ok(ip);
+    }
+    // host:port with a host that is not an address.
+    let host = match s.rsplit_once(':') {
+        Some((h, _)) if !h.contains(':') || h.starts_with('[') => {
+            h.trim_start_matches('[').trim_end_matches(']')
+        }
+        _ => s,
+    };
+    Err(format!("must specify an IP address: `{host}'"))
+}
+
+fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
+    let block_zones = ctx.zones();
+    let mut xfrs = Vec::new();
+    for d in dirs {
+        let args: Vec<&str> = d.arg_texts().collect();
+        let zones = clusterdns_plugin::parse::origins_or_block(&args, &block_zones);
+        let mut to = Vec::new();
+        let mut source: Option<IpAddr> = None;
+        for p in &d.block {
+            let args: Vec<&str> = p.arg_texts().collect();
+            match p.name.text.as_str() {
+                "to" => {
+                    if args.is_empty() {
+                        return Err(p.arg_err());
+                    }
+                    for a in args {
+                        if a == "*" {
+                            to.push(To::Any);
+                            continue;
+                        }
+                        to.push(To::Ip(host_port(a).map_err(|m| p.err(m))?));
+                    }
+                }
+                "source" => {
+                    let [a] = args.as_slice() else {
+                        return Err(p.arg_err());
+                    };
+                    if source.is_some() {
+                        return Err(p.err("source already specified"));
+                    }
+                    source = Some(
+                        a.parse()
+                            .map_err(|_| p.err(format!("invalid source address {a:?}")))?,
+                    );
+                }
+                other => return Err(p.err(format!("unknown property {other:?}"))),
+            }
+        }
+        if to.is_empty() {
+            return Err(d.err("'to' is required"));
+        }
+        xfrs.push(Xfr { zones, to });
+    }
+    let tail = ChainTail::default();
+    ctx.add_plugin(Arc::new(Transfer {
+        xfrs,
+        tail: tail.clone(),
+    }));
+    ctx.bind_tail(&tail);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn to_addresses_as_coredns_reads_them() {
+        assert_eq!(host_port("10.0.0.1"), Ok("10.0.0.1".parse().unwrap()));
+        assert_eq!(host_port("10.0.0.1:5300"), Ok("10.0.0.1".parse().unwrap()));
+        assert_eq!(host_port("[::1]:53"), Ok("::1".parse().unwrap()));
+        assert_eq!(host_port("::1"), Ok("::1".parse().unwrap()));
+        assert_eq!(
+            host_port("example.com"),
+            Err("must specify an IP address: `example.com'".into())
+        );
+        assert_eq!(
+            host_port("example.com:53"),
+            Err("must specify an IP address: `example.com'".into())
+        );
+    }
+}
