@@ -235,17 +235,8 @@ fn reload_takes_a_new_serial_only() {
     assert!(c.to_string().contains("192.0.2.99"), "{c}");
 }
 
-fn error_line(out: &str) -> String {
-    let line = out
-        .lines()
-        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
-        .unwrap_or("");
-    line.to_string()
-}
-
 #[test]
 fn bad_zone_files_and_arguments_read_as_coredns() {
-    use clusterdns_test_support::{run_corefile, without_location};
     let coredns = coredns_or_skip!();
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path().display().to_string();
@@ -284,32 +275,7 @@ fn bad_zone_files_and_arguments_read_as_coredns() {
     ] {
         cases.push(c.replace("@D@", &d));
     }
-    let mut failed = Vec::new();
-    for case in &cases {
-        let run = |program: &Path| {
-            let port = clusterdns_test_support::free_port()
-                .expect("a free port")
-                .to_string();
-            run_corefile(
-                program,
-                &case.replace("@P@", &port),
-                Duration::from_millis(1500),
-            )
-            .expect("run")
-        };
-        let (theirs, ours) = (run(&coredns), run(clusterdns()));
-        let t = theirs.map_or("started".into(), |t| error_line(&t));
-        let o = ours.map_or("started".into(), |o| error_line(&o));
-        // clusterdns names the place of every setup error, CoreDNS of
-        // some (README, Differences from CoreDNS).
-        let o = if t.contains(" - ") {
-            o
-        } else {
-            without_location(&o)
-        };
-        if t != o {
-            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
-        }
-    }
+    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
+    let failed = clusterdns_test_support::setup_errors_differ(&coredns, clusterdns(), &cases);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

@@ -252,7 +252,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                     _ => e.to_string(),
                 };
                 let msg = format!("open {shown}: {text}");
-                open_err = Some((d.err(format!("plugin/file: {msg}")), msg));
+                open_err = Some((d.err(msg.clone()), msg));
                 false
             }
         };
@@ -286,12 +286,9 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                     let Some(a) = args.first() else {
                         return Err(p.err("reload duration value is expected"));
                     };
-                    let v = clusterdns_plugin::parse::signed_duration(p, a)
-                        .map_err(|e| p.err(format!("plugin/file: {}", e.msg)))?;
+                    let v = clusterdns_plugin::parse::signed_duration(p, a)?;
                     reload = Duration::from_nanos(u64::try_from(v.nanos()).map_err(|_| {
-                        p.err(format!(
-                            "plugin/file: invalid negative duration for reload '{a}'"
-                        ))
+                        p.err(format!("invalid negative duration for reload '{a}'"))
                     })?);
                 }
                 "reload_by_mtime" => by_mtime = true,

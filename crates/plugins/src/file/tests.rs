@@ -102,7 +102,7 @@ fn bad_files_and_options() {
     );
     assert_eq!(
         err("example.org {\n file missing {\n  reload 0\n }\n}\n").1,
-        "plugin/file: open missing: no such file or directory"
+        "open missing: no such file or directory"
     );
     assert_eq!(
         err("example.org {\n file db {\n  reload\n }\n}\n").1,

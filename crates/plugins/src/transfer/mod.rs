@@ -226,26 +226,25 @@ fn fill(b: &mut MessageBuilder<'_>, records: &[Record]) -> usize {
     n
 }
 
-/// An address of `to`, as CoreDNS's `parse.HostPort(host, "53")` accepts it.
+/// An address of `to`, as CoreDNS's `parse.HostPort(host, "53")` accepts
+/// it: an address, or `host:port` / `[host]:port` whose host is one (the
+/// port is not checked).
 fn host_port(s: &str) -> Result<IpAddr, String> {
-    if let Ok(sa) = s.parse::<std::net::SocketAddr>() {
-        return Ok(sa.ip());
+    let host = split_host_port(s).map_or(s, |(h, _)| h);
+    let no_zone = host.split('%').next().unwrap_or(host);
+    no_zone
+        .parse::<IpAddr>()
+        .map_err(|_| format!("must specify an IP address: `{host}'"))
+}
+
+/// Go's `net.SplitHostPort`, for the forms it accepts.
+fn split_host_port(s: &str) -> Option<(&str, &str)> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        return Some((h, after.strip_prefix(':')?));
     }
-    let bare = s.trim_start_matches('[').trim_end_matches(']');
-    let no_zone = bare.split('%').next().unwrap_or(bare);
-    if let Ok(ip) = no_zone.parse::<IpAddr>()
-        && (!s.starts_with('[') || s.ends_with(']'))
-    {
-        return Ok(ip);
-    }
-    // host:port with a host that is not an address.
-    let host = match s.rsplit_once(':') {
-        Some((h, _)) if !h.contains(':') || h.starts_with('[') => {
-            h.trim_start_matches('[').trim_end_matches(']')
-        }
-        _ => s,
-    };
-    Err(format!("must specify an IP address: `{host}'"))
+    let (h, p) = s.rsplit_once(':')?;
+    (!h.contains(':')).then_some((h, p))
 }
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
@@ -310,6 +309,11 @@ mod tests {
         assert_eq!(host_port("10.0.0.1:5300"), Ok("10.0.0.1".parse().unwrap()));
         assert_eq!(host_port("[::1]:53"), Ok("::1".parse().unwrap()));
         assert_eq!(host_port("::1"), Ok("::1".parse().unwrap()));
+        assert_eq!(host_port("10.0.0.1:x"), Ok("10.0.0.1".parse().unwrap()));
+        assert_eq!(
+            host_port("[::1]"),
+            Err("must specify an IP address: `[::1]'".into())
+        );
         assert_eq!(
             host_port("example.com"),
             Err("must specify an IP address: `example.com'".into())

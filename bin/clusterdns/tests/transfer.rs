@@ -1,0 +1,216 @@
+//! *transfer* against the reference CoreDNS: AXFR and IXFR of a *file*
+//! zone with the real `dig` and `kdig` from both servers, compared as
+//! record sets; refusals (UDP, clients not in `to`, names below a zone);
+//! bad arguments refused with the same text. Each test skips when the
+//! reference binary is not built (`scripts/rig build`), unless
+//! `CLUSTERDNS_REQUIRE_RIG=1`.
+
+use std::path::Path;
+use std::process::Command;
+
+use clusterdns_test_support::{Differential, Query, ServerSpec, coredns_or_skip};
+
+fn clusterdns() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
+}
+
+const ZONE: &str = r#"$ORIGIN example.org.
+$TTL 300
+@       3600 IN SOA ns1 hostmaster 2024010101 7200 3600 1209600 300
+        3600 IN NS ns1
+        IN MX 10 mx1
+        IN TXT "v=spf1 -all"
+ns1     IN A 192.0.2.2
+        IN AAAA 2001:db8::2
+www     IN A 192.0.2.10
+        IN A 192.0.2.11
+alias   IN CNAME www
+*.wild  IN A 192.0.2.20
+_sip._udp IN SRV 10 60 5060 sip
+sip     IN A 192.0.2.50
+cafe    IN CAA 0 issue "ca.example.net"
+sub     IN NS ns.sub
+ns.sub  IN A 192.0.2.53
+"#;
+
+/// `ZONE` with `n` more A records, enough for several messages.
+fn big_zone(n: usize) -> String {
+    let mut z = ZONE.to_string();
+    for i in 0..n {
+        z.push_str(&format!(
+            "host-{i:05}-with-a-longer-name IN A 10.{}.{}.{}\n",
+            i >> 16,
+            (i >> 8) & 255,
+            i & 255
+        ));
+    }
+    z
+}
+
+fn differential(coredns: &Path, corefile: &str, dir: &Path) -> Differential {
+    let d = dir.display().to_string();
+    let r = ServerSpec::coredns_at(coredns, corefile).var("ZDIR", &d);
+    let c = ServerSpec::clusterdns_at(clusterdns(), corefile).var("ZDIR", &d);
+    Differential::between(None, r, c).expect("start both")
+}
+
+/// The records a client prints for a transfer, whitespace-normalised and
+/// sorted, and how many messages it counted (dig's `XFR size` line).
+fn transfer(tool: &str, port: u16, args: &[&str]) -> (Vec<String>, String) {
+    let mut cmd = Command::new(tool);
+    cmd.arg("@127.0.0.1").arg("-p").arg(port.to_string());
+    if tool == "dig" {
+        cmd.args(["+tries=1", "+time=5"]);
+    } else {
+        cmd.arg("+timeout=5");
+    }
+    let out = cmd
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {tool}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut records: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with(';'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    records.sort();
+    (records, text)
+}
+
+const COREFILE: &str = "example.org:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR@/db.example.org\n    transfer {\n        to *\n    }\n}\n";
+
+#[test]
+fn axfr_and_ixfr_send_the_same_records() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    let diff = differential(&coredns, COREFILE, dir.path());
+    let (r, c) = (diff.reference.addr.port(), diff.candidate.addr.port());
+    for (tool, args) in [
+        ("dig", &["example.org", "AXFR"][..]),
+        ("dig", &["EXAMPLE.org", "AXFR"][..]),
+        ("dig", &["+edns=0", "example.org", "AXFR"][..]),
+        ("kdig", &["example.org", "AXFR"][..]),
+        // IXFR from an older serial: the whole zone; from the current
+        // serial: the SOA alone; kdig speaks IXFR over TCP too.
+        ("dig", &["example.org", "IXFR=2024010100"][..]),
+        ("dig", &["example.org", "IXFR=2024010101"][..]),
+        ("kdig", &["example.org", "IXFR=2024010101"][..]),
+    ] {
+        let (theirs, ttext) = transfer(tool, r, args);
+        let (ours, otext) = transfer(tool, c, args);
+        assert!(
+            !theirs.is_empty(),
+            "{tool} {args:?}: coredns sent nothing:\n{ttext}"
+        );
+        assert_eq!(
+            theirs, ours,
+            "{tool} {args:?}\ncoredns:\n{ttext}\nclusterdns:\n{otext}"
+        );
+    }
+    // The full transfer begins and ends with the SOA.
+    let (_, text) = transfer("dig", c, &["+onesoa", "example.org", "AXFR"]);
+    let first = text
+        .lines()
+        .find(|l| !l.starts_with(';') && !l.trim().is_empty());
+    assert!(first.is_some_and(|l| l.contains("SOA")), "{text}");
+}
+
+#[test]
+fn a_large_zone_comes_in_several_messages() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("db.example.org"), big_zone(5000)).expect("write zone");
+    let diff = differential(&coredns, COREFILE, dir.path());
+    let (theirs, ttext) = transfer("dig", diff.reference.addr.port(), &["example.org", "AXFR"]);
+    let (ours, otext) = transfer("dig", diff.candidate.addr.port(), &["example.org", "AXFR"]);
+    assert!(
+        theirs.len() > 5000,
+        "{}",
+        ttext.lines().last().unwrap_or("")
+    );
+    assert_eq!(theirs, ours, "differ");
+    // dig's summary: "XFR size: N records (messages M, bytes B)".
+    let messages = |t: &str| {
+        t.split("messages ")
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        messages(&otext) > 1,
+        "{}",
+        otext.lines().last().unwrap_or("")
+    );
+    let (kours, _) = transfer("kdig", diff.candidate.addr.port(), &["example.org", "AXFR"]);
+    assert_eq!(kours, theirs, "kdig differs");
+}
+
+#[test]
+fn refusals_agree() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    std::fs::write(
+        dir.path().join("db.other"),
+        ZONE.replace("example.org.", "other.test."),
+    )
+    .expect("write zone");
+    // example.org to anyone; other.test only to an address that is not ours.
+    let corefile = "example.org:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR@/db.example.org\n    transfer {\n        to *\n    }\n}\n\
+                    other.test:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR@/db.other\n    transfer {\n        to 10.9.9.9 192.0.2.1:5300\n    }\n}\n\
+                    notransfer.test:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR@/db.other notransfer.test\n}\n";
+    let diff = differential(&coredns, corefile, dir.path());
+    let mut d = Vec::new();
+    for q in [
+        Query::new("example.org.", "AXFR"),
+        Query::new("example.org.", "IXFR"),
+        Query::new("example.org.", "AXFR").tcp(),
+        // IXFR without the SOA of the client's copy.
+        Query::new("example.org.", "IXFR").tcp(),
+        Query::new("www.example.org.", "AXFR").tcp(),
+        Query::new("other.test.", "AXFR").tcp(),
+        Query::new("other.test.", "AXFR"),
+        Query::new("notransfer.test.", "AXFR").tcp(),
+        Query::new("www.example.org.", "A").tcp(),
+    ] {
+        let c = diff.query(&q);
+        if !c.agree() {
+            d.push(c.to_string());
+        }
+    }
+    assert!(d.is_empty(), "{} disagreements:\n{}", d.len(), d.join("\n"));
+    let (theirs, _) = transfer("dig", diff.reference.addr.port(), &["other.test", "AXFR"]);
+    let (ours, text) = transfer("dig", diff.candidate.addr.port(), &["other.test", "AXFR"]);
+    assert_eq!(theirs, ours, "{text}");
+    assert!(
+        text.contains("REFUSED") || text.contains("failed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_arguments_read_as_coredns() {
+    let coredns = coredns_or_skip!();
+    let cases: Vec<String> = [
+        "transfer\n",
+        "transfer {\n        to\n    }\n",
+        "transfer {\n        to example.com\n    }\n",
+        "transfer {\n        to 10.0.0.1:x\n    }\n",
+        "transfer {\n        to [::1]\n    }\n",
+        "transfer {\n        to example.com:53\n    }\n",
+        "transfer {\n        to * \n        bogus 1\n    }\n",
+        "transfer {\n        to *\n        source nope\n    }\n",
+        "transfer {\n        to *\n        source 10.0.0.1\n        source 10.0.0.2\n    }\n",
+        "transfer {\n        to *\n        source\n    }\n",
+        "transfer example.org {\n        to * 10.0.0.1 [::1]:53\n        source ::1\n    }\n",
+    ]
+    .iter()
+    .map(|body| format!("example.org:@P@ {{\n    whoami\n    {body}}}\n"))
+    .collect();
+    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
+    let failed = clusterdns_test_support::setup_errors_differ(&coredns, clusterdns(), &cases);
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
