@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{Differential, Query, ServerSpec, coredns_or_skip};
 
@@ -213,4 +214,172 @@ fn bad_arguments_read_as_coredns() {
     let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
     let failed = clusterdns_test_support::setup_errors_differ(&coredns, clusterdns(), &cases);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Services of every kind the cluster transfer sends, in namespace `ns`.
+fn cluster_objects(ns: &str) -> String {
+    format!(
+        "
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, protocol: TCP}}, {{name: dns, port: 53, protocol: UDP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: plain, namespace: {ns}}}
+spec:
+  ports: [{{port: 8443, protocol: TCP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: dual, namespace: {ns}}}
+spec:
+  ipFamilyPolicy: RequireDualStack
+  ipFamilies: [IPv4, IPv6]
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: headless, namespace: {ns}}}
+spec:
+  clusterIP: None
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: headless-1
+  namespace: {ns}
+  labels: {{kubernetes.io/service-name: headless}}
+addressType: IPv4
+endpoints:
+- addresses: [10.210.0.1]
+  hostname: h0
+  conditions: {{ready: true}}
+- addresses: [10.210.0.2]
+  conditions: {{ready: true}}
+- addresses: [10.210.0.3]
+  conditions: {{ready: false}}
+ports: [{{name: http, port: 8080, protocol: TCP}}, {{port: 9090, protocol: TCP}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: headless-2
+  namespace: {ns}
+  labels: {{kubernetes.io/service-name: headless}}
+addressType: IPv4
+endpoints:
+- addresses: [10.210.1.1]
+  conditions: {{ready: true}}
+- addresses: [10.210.1.2]
+  conditions: {{ready: true}}
+- addresses: [10.210.1.3]
+  conditions: {{ready: true}}
+ports: [{{name: metrics, port: 9100, protocol: TCP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: extname, namespace: {ns}}}
+spec:
+  type: ExternalName
+  externalName: ext.example.test
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: extip, namespace: {ns}}}
+spec:
+  type: ExternalName
+  externalName: 192.0.2.9
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: np, namespace: {ns}}}
+spec:
+  type: NodePort
+  ports: [{{name: web, port: 8080, protocol: TCP}}]
+"
+    )
+}
+
+/// A transfer's records with the SOA serial masked (each server counts
+/// its own changes).
+fn masked(records: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = records
+        .into_iter()
+        .map(|r| {
+            let f: Vec<&str> = r.split(' ').collect();
+            if f.get(3) == Some(&"SOA") && f.len() == 11 {
+                format!("{} SERIAL {}", f[..6].join(" "), f[7..].join(" "))
+            } else {
+                r
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn cluster_local_transfers_as_coredns() {
+    let Some(rig) = clusterdns_test_support::Rig::get() else {
+        return;
+    };
+    let ns = rig.namespace("xfr").expect("test namespace");
+    rig.apply_yaml(&cluster_objects(ns.name()))
+        .expect("create the objects");
+    let corefile = format!(
+        "cluster.local:@PORT@ {{\n    bind 127.0.0.1\n    kubernetes cluster.local {{\n        kubeconfig @KUBECONFIG@\n        namespaces {}\n    }}\n    transfer {{\n        to *\n    }}\n}}\n",
+        ns.name()
+    );
+    let diff = Differential::new(&rig, &corefile).expect("start both");
+    // Both have seen the objects once the headless service answers
+    // with all five ready endpoints on both.
+    let probe = Query::new(&format!("headless.{}.svc.cluster.local.", ns.name()), "A");
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = diff.query(&probe);
+        // Each of the five addresses shows once per server.
+        if c.agree() && c.to_string().matches("10.210.").count() >= 10 {
+            break;
+        }
+        assert!(Instant::now() < end, "not settled:\n{c}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (r, c) = (diff.reference.addr.port(), diff.candidate.addr.port());
+    let (theirs, ttext) = transfer("dig", r, &["cluster.local", "AXFR"]);
+    let (ours, otext) = transfer("dig", c, &["cluster.local", "AXFR"]);
+    assert!(theirs.len() > 10, "coredns sent little:\n{ttext}");
+    // Every kind of record is there: dual-stack ClusterIPs, named and
+    // unnamed ports, per-slice SRV weights of headless endpoints, CNAMEs.
+    for want in [
+        "IN AAAA fd",
+        "SRV 0 33 9100 10-210-1-",
+        "SRV 0 50 8080 h0.headless.",
+        "CNAME ext.example.test.",
+    ] {
+        assert!(
+            ours.iter().any(|r| r.contains(want)),
+            "no {want:?} in\n{otext}"
+        );
+    }
+    assert_eq!(
+        masked(theirs),
+        masked(ours),
+        "coredns:\n{ttext}\nclusterdns:\n{otext}"
+    );
+    let (kours, _) = transfer("kdig", c, &["cluster.local", "AXFR"]);
+    let (ktheirs, _) = transfer("kdig", r, &["cluster.local", "AXFR"]);
+    assert_eq!(masked(ktheirs), masked(kours), "kdig differs");
+    // An AXFR of a name in the zone is served as CoreDNS serves it too.
+    let name = format!("{}.svc.cluster.local", ns.name());
+    let (theirs, ttext) = transfer("dig", r, &[&name, "AXFR"]);
+    let (ours, otext) = transfer("dig", c, &[&name, "AXFR"]);
+    assert_eq!(
+        masked(theirs),
+        masked(ours),
+        "coredns:\n{ttext}\nclusterdns:\n{otext}"
+    );
 }

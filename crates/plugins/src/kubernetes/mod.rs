@@ -3,7 +3,7 @@
 // The walk of a query, one way: the plugin glue here (memo, then the
 // answer), the question read (`names`), the record lookup (`lookup`), the
 // answer plan (`plan`), the record writers (`write`); the asynchronous
-// path's upstream lookup (`upstream`) last.
+// path's upstream lookup (`upstream`) last; zone transfers (`xfr`) apart.
 mod autopath;
 mod external;
 mod lookup;
@@ -14,6 +14,7 @@ mod plan;
 mod setup;
 pub(crate) mod upstream;
 mod write;
+mod xfr;
 
 use std::net::IpAddr;
 
@@ -134,6 +135,10 @@ impl Plugin for Kubernetes {
             );
             Flow::Answered
         })
+    }
+
+    fn transferer(&self) -> Option<&dyn clusterdns_plugin::transfer::Transferer> {
+        Some(self)
     }
 }
 
