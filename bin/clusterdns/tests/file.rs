@@ -142,6 +142,56 @@ fn zone_answers_agree_with_coredns() {
     assert!(d.is_empty(), "{} disagreements:\n{}", d.len(), d.join("\n"));
 }
 
+/// A file without `$ORIGIN` for two zones, with an `$INCLUDE` (relative
+/// to the file, with its own origin), TTLs and classes in both orders,
+/// long and escaped TXT strings, and RFC 3597 rdata.
+const MULTI: &str = r#"@ IN 3600 SOA ns1 hostmaster 7 7200 3600 1209600 300
+  3600 IN NS ns1
+ns1 A 192.0.2.2
+www 60 IN A 192.0.2.10
+caps IN 60 A 192.0.2.11
+WWW2.Sub IN A 192.0.2.12
+long TXT "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" short
+esc TXT "semi;colon" "quote\"d" "\196\133"
+raw TYPE65280 \# 4 0A0B0C0D
+$INCLUDE inc/part.db part
+"#;
+
+const PART: &str = "@ IN A 192.0.2.77\nx IN CNAME @\n";
+
+#[test]
+fn includes_relative_names_and_two_zones_from_one_file() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("db.multi"), MULTI).expect("write zone");
+    std::fs::create_dir(dir.path().join("inc")).expect("mkdir");
+    std::fs::write(dir.path().join("inc/part.db"), PART).expect("write include");
+    let corefile =
+        ".:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR@/db.multi example.org example.net\n}\n";
+    let diff = differential(&coredns, corefile, dir.path());
+    let mut queries = Vec::new();
+    for zone in ["example.org.", "example.net."] {
+        for (name, t) in [
+            ("", "SOA"),
+            ("", "NS"),
+            ("www.", "A"),
+            ("caps.", "A"),
+            ("www2.sub.", "A"),
+            ("sub.", "A"),
+            ("long.", "TXT"),
+            ("esc.", "TXT"),
+            ("raw.", "TYPE65280"),
+            ("part.", "A"),
+            ("x.part.", "A"),
+            ("x.part.", "CNAME"),
+        ] {
+            queries.push(Query::new(&format!("{name}{zone}"), t));
+        }
+    }
+    let d = disagreements(&diff, &queries);
+    assert!(d.is_empty(), "{} disagreements:\n{}", d.len(), d.join("\n"));
+}
+
 /// Whether `d` is only the port whoami reports (the client's source port).
 fn whoami_port(d: &clusterdns_test_support::Difference) -> bool {
     let t = d.to_string();
