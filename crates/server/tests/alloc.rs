@@ -1,5 +1,5 @@
 //! The hot-path promise of ARCHITECTURE.md, checked: answers we own
-//! (whoami, hosts, any, chaos, cache hits, kubernetes records) and the
+//! (whoami, hosts, any, chaos, cache hits, kubernetes records, file zones) and the
 //! response hooks of prometheus, errors (no error), loadbalance and cache
 //! are produced by `serve_sync` with **zero heap allocations per query**.
 //!
@@ -804,4 +804,36 @@ fn profile() {
     for s in &all {
         serve_and_check(mux, s, &mut w);
     }
+}
+
+/// *file*: positive answers with NS and glue, CNAME chains, wildcards,
+/// MX targets, referrals, NXDOMAIN and NODATA with the SOA.
+#[test]
+fn file_zone() {
+    const MX: u16 = 15;
+    const NS: u16 = 2;
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("db.example.org"),
+        "$ORIGIN example.org.\n$TTL 300\n@ IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n\
+         @ IN NS ns1\n@ IN MX 10 mx1\nns1 IN A 192.0.2.2\nmx1 IN A 192.0.2.25\n\
+         www IN A 192.0.2.10\nwww IN A 192.0.2.11\nalias IN CNAME chain\nchain IN CNAME www\n\
+         *.wild IN A 192.0.2.20\nsub IN NS ns.sub\nns.sub IN A 192.0.2.53\n",
+    )
+    .unwrap();
+    zero_alloc(
+        "file",
+        "example.org:53 {\n file db.example.org\n}",
+        d.path(),
+        &[
+            ask("www.example.org.", A, NOERROR, 2),
+            ask("alias.example.org.", A, NOERROR, 4),
+            ask("x.wild.example.org.", A, NOERROR, 1),
+            ask("example.org.", MX, NOERROR, 1),
+            ask("example.org.", NS, NOERROR, 1),
+            ask("host.sub.example.org.", A, NOERROR, 0),
+            ask("nope.example.org.", A, NXDOMAIN, 0),
+            ask("www.example.org.", AAAA, NOERROR, 0),
+        ],
+    );
 }
