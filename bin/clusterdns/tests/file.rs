@@ -286,6 +286,24 @@ fn reload_takes_a_new_serial_only() {
 }
 
 #[test]
+fn a_missing_file_is_served_once_it_appears() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corefile = "example.org:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR@/db.example.org {\n        reload 1s\n    }\n}\n";
+    let diff = differential(&coredns, corefile, dir.path());
+    let q = Query::new("www.example.org.", "A");
+    let c = diff.query(&q);
+    c.assert_agree();
+    assert!(c.to_string().contains("SERVFAIL"), "{c}");
+    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    let text = settle(&diff, &q, "192.0.2.10", Duration::from_secs(6));
+    assert!(
+        text.contains("agree") && text.contains("192.0.2.10"),
+        "{text}"
+    );
+}
+
+#[test]
 fn bad_zone_files_and_arguments_read_as_coredns() {
     let coredns = coredns_or_skip!();
     let dir = tempfile::tempdir().expect("tempdir");
