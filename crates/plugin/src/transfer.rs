@@ -19,12 +19,19 @@ pub enum TransferError {
 
 /// A plugin that can send a zone out.
 pub trait Transferer: Send + Sync {
-    /// The records of `zone` (lowercase) for a transfer, in the order they
-    /// are sent. With `serial` 0 (AXFR), or a serial other than the
+    /// Hands the records of `zone` (lowercase) for a transfer to `out`,
+    /// one by one in the order they are sent (so that no copy of a large
+    /// zone is held). With `serial` 0 (AXFR), or a serial other than the
     /// zone's (an IXFR from an older copy, answered in full): the SOA
     /// first, every record of the zone (apex NS and glue included), the
-    /// SOA again last. With the zone's own serial (an up-to-date IXFR): the
-    /// SOA alone. `NotAuthoritative` when `zone` is not a zone of this
-    /// plugin (a name below one is not either).
-    fn transfer(&self, zone: &Name, serial: u32) -> Result<Vec<Record>, TransferError>;
+    /// SOA again last. With the zone's own serial (an up-to-date IXFR):
+    /// the SOA alone. `NotAuthoritative` when `zone` is not a zone of this
+    /// plugin (a name below one is not either). An error is returned
+    /// before any record is handed out, never after.
+    fn transfer(
+        &self,
+        zone: &Name,
+        serial: u32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), TransferError>;
 }

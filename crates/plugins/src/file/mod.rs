@@ -208,7 +208,12 @@ impl Plugin for File {
 }
 
 impl Transferer for File {
-    fn transfer(&self, zone: &Name, serial: u32) -> Result<Vec<Record>, TransferError> {
+    fn transfer(
+        &self,
+        zone: &Name,
+        serial: u32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), TransferError> {
         let zone = zone.to_lowercase();
         let Some(slot) = self.slot(&zone).filter(|s| s.origin == zone) else {
             return Err(TransferError::NotAuthoritative);
@@ -217,9 +222,11 @@ impl Transferer for File {
             return Err(TransferError::Failed("no SOA".into()));
         };
         if serial != 0 && z.serial() == serial {
-            return Ok(vec![z.soa.clone()]);
+            out(&z.soa);
+            return Ok(());
         }
-        Ok(z.transfer_records())
+        z.transfer_records(out);
+        Ok(())
     }
 }
 

@@ -150,19 +150,19 @@ impl Zone {
 
     /// The zone's records as a transfer sends them: SOA, apex NS, every
     /// owner in canonical order, the SOA again.
-    pub fn transfer_records(&self) -> Vec<Record> {
-        let mut out = Vec::with_capacity(self.nodes.len() * 2 + 2 + self.ns.len());
-        out.push(self.soa.clone());
-        out.extend(self.ns.iter().cloned());
+    pub fn transfer_records(&self, out: &mut dyn FnMut(&Record)) {
+        out(&self.soa);
+        for r in &self.ns {
+            out(r);
+        }
         for n in &self.order {
             if let Some(node) = self.nodes.get(n) {
-                for (_, rrs) in &node.sets {
-                    out.extend(rrs.iter().cloned());
+                for r in node.sets.iter().flat_map(|(_, rrs)| rrs) {
+                    out(r);
                 }
             }
         }
-        out.push(self.soa.clone());
-        out
+        out(&self.soa);
     }
 
     /// The name of `qname`'s rightmost `labels + i` labels, or `None` past

@@ -16,7 +16,12 @@ use super::lookup::{EpLabel, Target, host_ip};
 use super::names::{HOSTMASTER, NS_DNS, join_wire, split_at};
 
 impl Transferer for Kubernetes {
-    fn transfer(&self, zone: &Name, serial: u32) -> Result<Vec<Record>, TransferError> {
+    fn transfer(
+        &self,
+        zone: &Name,
+        serial: u32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), TransferError> {
         // Any name in the zones, as CoreDNS's `plugin.Zones.Matches`: the
         // records are then named under that name.
         if self.zone_for(zone).is_none() {
@@ -26,21 +31,21 @@ impl Transferer for Kubernetes {
         let soa = self
             .soa_record(zone, &snap)
             .ok_or(TransferError::NotAuthoritative)?;
+        out(&soa);
         if serial != 0 && snap.serial() == serial {
-            return Ok(vec![soa]);
+            return Ok(());
         }
-        let mut out = vec![soa.clone()];
-        self.ns_records(zone, &snap, &mut out);
+        self.ns_records(zone, &snap, out);
         let mut services: Vec<&Service> = snap
             .services()
             .filter(|s| self.opts.namespace_exposed(&snap, s.namespace().as_bytes()))
             .collect();
         services.sort_by(|a, b| a.name().cmp(b.name()));
         for svc in services {
-            self.service_records(zone, &snap, svc, &mut out);
+            self.service_records(zone, &snap, svc, out);
         }
-        out.push(soa);
-        Ok(out)
+        out(&soa);
+        Ok(())
     }
 }
 
@@ -65,7 +70,7 @@ impl Kubernetes {
     }
 
     /// One NS record per name server name, then every name server address.
-    fn ns_records(&self, zone: &Name, snap: &Snapshot, out: &mut Vec<Record>) {
+    fn ns_records(&self, zone: &Name, snap: &Snapshot, out: &mut dyn FnMut(&Record)) {
         let s = split_at(zone, zone, 0);
         let mut addrs = Vec::new();
         self.ns_addrs(snap, &mut |n, ip| {
@@ -77,11 +82,11 @@ impl Kubernetes {
         for (name, _) in &addrs {
             if !hosts.contains(name) {
                 hosts.push(*name);
-                out.push(Record::new(*zone, self.ttl, RecordData::Ns(*name)));
+                out(&Record::new(*zone, self.ttl, RecordData::Ns(*name)));
             }
         }
         for (name, ip) in addrs {
-            out.push(self.addr_record(name, ip));
+            out(&self.addr_record(name, ip));
         }
     }
 
@@ -93,7 +98,13 @@ impl Kubernetes {
         Record::new(name, self.ttl, data)
     }
 
-    fn service_records(&self, zone: &Name, snap: &Snapshot, svc: &Service, out: &mut Vec<Record>) {
+    fn service_records(
+        &self,
+        zone: &Name,
+        snap: &Snapshot,
+        svc: &Service,
+        out: &mut dyn FnMut(&Record),
+    ) {
         let zw = zone.as_wire();
         let base = Target {
             label: None,
@@ -136,20 +147,20 @@ impl Kubernetes {
                     return;
                 }
                 if let Ok(t) = Name::from_ascii(ext) {
-                    out.push(Record::new(svc_name, self.ttl, RecordData::Cname(t)));
+                    out(&Record::new(svc_name, self.ttl, RecordData::Cname(t)));
                 }
             }
             _ if !svc.is_headless() && !svc.cluster_ips().is_empty() => {
                 for ip in svc.cluster_ips() {
-                    out.push(self.addr_record(svc_name, *ip));
+                    out(&self.addr_record(svc_name, *ip));
                 }
                 for p in svc.ports() {
-                    out.push(srv(svc_name, 100, p.port(), svc_name));
+                    out(&srv(svc_name, 100, p.port(), svc_name));
                     let Some(name) = p.name().filter(|n| !n.is_empty()) else {
                         continue;
                     };
                     if let Some(owner) = srv_owner(name, p.protocol().as_str()) {
-                        out.push(srv(owner, 100, p.port(), svc_name));
+                        out(&srv(owner, 100, p.port(), svc_name));
                     }
                 }
             }
@@ -161,19 +172,19 @@ impl Kubernetes {
                     let ready: Vec<_> = slice.endpoints().iter().filter(|e| e.is_ready()).collect();
                     let weight = srv_weight(ready.len());
                     for ep in ready {
-                        out.push(self.addr_record(svc_name, ep.ip()));
+                        out(&self.addr_record(svc_name, ep.ip()));
                         let t = Target {
                             label: Some(EpLabel::of(ep, self.opts.pod_names)),
                             ..base
                         };
                         let Some(host) = t.name(zw) else { continue };
-                        out.push(self.addr_record(host, ep.ip()));
+                        out(&self.addr_record(host, ep.ip()));
                         for p in slice.ports() {
                             let Some(name) = p.name().filter(|n| !n.is_empty()) else {
                                 continue;
                             };
                             if let Some(owner) = srv_owner(name, p.protocol().as_str()) {
-                                out.push(srv(owner, weight, p.port(), host));
+                                out(&srv(owner, weight, p.port(), host));
                             }
                         }
                     }

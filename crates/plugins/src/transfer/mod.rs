@@ -124,91 +124,169 @@ impl Plugin for Transfer {
                 }
             }
         }
-        let mut records = None;
-        if let Some(chain) = self.tail.get() {
-            for p in chain.plugins() {
-                let Some(t) = p.transferer() else { continue };
-                match t.transfer(qname, serial) {
-                    Err(TransferError::NotAuthoritative) => continue,
-                    Err(TransferError::Failed(msg)) => {
-                        return Flow::Fail(PluginError::ServerFailure {
-                            plugin: "transfer",
-                            msg,
-                        });
-                    }
-                    Ok(r) => {
-                        records = Some(r);
-                        break;
-                    }
+        let Some(chain) = self.tail.get() else {
+            return Flow::Next;
+        };
+        let mut out = Out::new(req, w);
+        let mut sent = false;
+        for p in chain.plugins() {
+            let Some(t) = p.transferer() else { continue };
+            match t.transfer(qname, serial, &mut |r| out.take(r)) {
+                Err(TransferError::NotAuthoritative) => continue,
+                Err(TransferError::Failed(msg)) => {
+                    return Flow::Fail(PluginError::ServerFailure {
+                        plugin: "transfer",
+                        msg,
+                    });
+                }
+                Ok(()) => {
+                    sent = true;
+                    break;
                 }
             }
         }
-        let Some(records) = records else {
+        if !sent {
             return Flow::Next;
-        };
-        let soa_serial = records.first().and_then(|r| match r.data {
-            RecordData::Soa { serial, .. } => Some(serial),
-            _ => None,
-        });
-        // An up-to-date IXFR: the SOA alone, in a plain reply.
-        if records.len() == 1
-            && let Some(s) = soa_serial
-        {
-            let mut b = w.reply(req);
-            let _ = b.push_record(Section::Answer, &records[0]);
-            b.finish();
+        }
+        let (count, soa_serial) = out.finish();
+        if count == 1 && soa_serial.is_some() {
             clusterdns_plugin::info!(
                 "transfer",
                 "Outgoing noop, incremental transfer for up to date zone {:?} to {} for {} SOA serial",
                 req.qname().to_string(),
                 req.client.ip(),
-                s
+                soa_serial.unwrap_or(0)
             );
-            return Flow::Answered;
+        } else {
+            clusterdns_plugin::info!(
+                "transfer",
+                "Outgoing transfer of {} records of zone {:?} to {} for {} SOA serial",
+                count,
+                req.qname().to_string(),
+                req.client.ip(),
+                soa_serial.unwrap_or(0)
+            );
         }
-        write_messages(req, w, &records);
-        clusterdns_plugin::info!(
-            "transfer",
-            "Outgoing transfer of {} records of zone {:?} to {} for {} SOA serial",
-            records.len(),
-            req.qname().to_string(),
-            req.client.ip(),
-            soa_serial.unwrap_or(0)
-        );
         Flow::Answered
     }
 }
 
-/// Writes `records` as a run of authoritative replies, each as full as
-/// a TCP message allows: the first in `w`, the others after it.
-fn write_messages(req: &Request<'_>, w: &mut ResponseWriter, records: &[Record]) {
-    let mut rest = {
-        let mut b = w.reply(req);
-        b.set_aa(true);
-        b.set_limit(MAX_TCP_MESSAGE);
-        let n = fill(&mut b, records);
-        b.finish();
-        &records[n..]
-    };
-    let edns = req.query.edns().map(|e| (e.udp_size, e.do_bit));
-    while !rest.is_empty() {
-        let mut buf = Vec::with_capacity(MAX_TCP_MESSAGE);
-        let mut b = MessageBuilder::reply_to(req.query, &mut buf);
-        b.set_aa(true);
-        b.set_limit(MAX_TCP_MESSAGE);
-        let n = fill(&mut b, rest);
-        // Every message mirrors the query's OPT, as the server does for the first.
-        if let Some((size, do_bit)) = edns {
-            let _ = b.push_opt(size, do_bit, &[]);
+/// Records held before they are written: CoreDNS's batch limit, in bytes
+/// of uncompressed records; compressed, a batch always fits a message.
+const BATCH_BYTES: usize = 63_000;
+
+/// Turns the records a [`Transferer`](clusterdns_plugin::transfer::Transferer)
+/// hands out into the transfer's messages as they come: the first in the
+/// writer, the others after it. At most one batch is held.
+struct Out<'a, 'r> {
+    req: &'a Request<'r>,
+    w: &'a mut ResponseWriter,
+    batch: Vec<Record>,
+    batch_len: usize,
+    /// Messages written so far.
+    messages: usize,
+    count: usize,
+    soa_serial: Option<u32>,
+}
+
+impl<'a, 'r> Out<'a, 'r> {
+    fn new(req: &'a Request<'r>, w: &'a mut ResponseWriter) -> Self {
+        Out {
+            req,
+            w,
+            batch: Vec::new(),
+            batch_len: 0,
+            messages: 0,
+            count: 0,
+            soa_serial: None,
         }
-        b.finish();
-        if n == 0 {
-            // A record larger than a message: nothing more can be sent.
-            break;
-        }
-        rest = &rest[n..];
-        w.push_more(buf);
     }
+
+    fn take(&mut self, r: &Record) {
+        if self.count == 0
+            && let RecordData::Soa { serial, .. } = r.data
+        {
+            self.soa_serial = Some(serial);
+        }
+        self.count += 1;
+        let len = wire_len(r);
+        if !self.batch.is_empty() && self.batch_len + len > BATCH_BYTES {
+            self.flush();
+        }
+        self.batch.push(r.clone());
+        self.batch_len += len;
+    }
+
+    /// Writes the batch as messages (one, unless its records compress badly).
+    fn flush(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        let mut rest = &batch[..];
+        while !rest.is_empty() {
+            let n = if self.messages == 0 {
+                let mut b = self.w.reply(self.req);
+                b.set_aa(true);
+                let n = fill(&mut b, rest);
+                b.finish();
+                n
+            } else {
+                let mut buf = Vec::with_capacity(MAX_TCP_MESSAGE);
+                let mut b = MessageBuilder::reply_to(self.req.query, &mut buf);
+                b.set_aa(true);
+                let n = fill(&mut b, rest);
+                // Each message mirrors the query's OPT, as the server does
+                // for the first.
+                if let Some(e) = self.req.query.edns() {
+                    let _ = b.push_opt(e.udp_size, e.do_bit, &[]);
+                }
+                b.finish();
+                if n > 0 {
+                    self.w.push_more(buf);
+                }
+                n
+            };
+            self.messages += 1;
+            if n == 0 {
+                // A record larger than a message: nothing more can go.
+                break;
+            }
+            rest = &rest[n..];
+        }
+        self.batch = batch;
+        self.batch.clear();
+        self.batch_len = 0;
+    }
+
+    /// Writes what is left; how many records were handed over and the
+    /// first one's SOA serial. The SOA alone (an up-to-date IXFR) is a
+    /// plain reply, not authoritative, as CoreDNS sends it.
+    fn finish(mut self) -> (usize, Option<u32>) {
+        if self.count == 1 && self.soa_serial.is_some() {
+            let mut b = self.w.reply(self.req);
+            if let Some(r) = self.batch.first() {
+                let _ = b.push_record(Section::Answer, r);
+            }
+            b.finish();
+        } else if !self.batch.is_empty() {
+            self.flush();
+        }
+        (self.count, self.soa_serial)
+    }
+}
+
+/// A record's length on the wire, names uncompressed (miekg/dns's `Len`).
+fn wire_len(r: &Record) -> usize {
+    let rdata = match &r.data {
+        RecordData::A(_) => 4,
+        RecordData::Aaaa(_) => 16,
+        RecordData::Cname(n) | RecordData::Ns(n) | RecordData::Ptr(n) => n.len(),
+        RecordData::Mx { exchange, .. } => 2 + exchange.len(),
+        RecordData::Srv { target, .. } => 6 + target.len(),
+        RecordData::Txt(s) => s.iter().map(|x| 1 + x.len()).sum(),
+        RecordData::Soa { mname, rname, .. } => mname.len() + rname.len() + 20,
+        RecordData::Hinfo { cpu, os } => 2 + cpu.len() + os.len(),
+        RecordData::Other { data, .. } => data.len(),
+    };
+    r.name.len() + 10 + rdata
 }
 
 /// Pushes records into `b` until one does not fit (room is kept for an
