@@ -380,6 +380,32 @@ fn cluster_local_transfers_as_coredns() {
     let (kours, _) = transfer("kdig", c, &["cluster.local", "AXFR"]);
     let (ktheirs, _) = transfer("kdig", r, &["cluster.local", "AXFR"]);
     assert_eq!(masked(ktheirs), masked(kours), "kdig differs");
+    // An IXFR from each server's own serial: the SOA alone from both.
+    let serial_of = |records: &[String]| {
+        records
+            .iter()
+            .find(|r| r.contains(" SOA "))
+            .and_then(|r| r.split(' ').nth(6).map(str::to_string))
+            .unwrap_or_default()
+    };
+    let (rs, _) = transfer("dig", r, &["cluster.local", "AXFR"]);
+    let (cs, _) = transfer("dig", c, &["cluster.local", "AXFR"]);
+    let (theirs, ttext) = transfer(
+        "dig",
+        r,
+        &["cluster.local", &format!("IXFR={}", serial_of(&rs))],
+    );
+    let (ours, otext) = transfer(
+        "dig",
+        c,
+        &["cluster.local", &format!("IXFR={}", serial_of(&cs))],
+    );
+    assert_eq!(theirs.len(), 1, "{ttext}");
+    assert_eq!(
+        masked(theirs),
+        masked(ours),
+        "coredns:\n{ttext}\nclusterdns:\n{otext}"
+    );
     // An AXFR of a name in the zone is served as CoreDNS serves it too.
     let name = format!("{}.svc.cluster.local", ns.name());
     let (theirs, ttext) = transfer("dig", r, &[&name, "AXFR"]);
