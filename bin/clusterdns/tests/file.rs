@@ -57,6 +57,14 @@ sub     IN NS ns.sub
 ns.sub  IN A 192.0.2.53
         IN AAAA 2001:db8::53
 tosub   IN CNAME host.sub
+big     IN TXT "0123456789012345678901234567890123456789012345678901234567890123456789"
+        IN TXT "1123456789012345678901234567890123456789012345678901234567890123456789"
+        IN TXT "2123456789012345678901234567890123456789012345678901234567890123456789"
+        IN TXT "3123456789012345678901234567890123456789012345678901234567890123456789"
+        IN TXT "4123456789012345678901234567890123456789012345678901234567890123456789"
+        IN TXT "5123456789012345678901234567890123456789012345678901234567890123456789"
+        IN TXT "6123456789012345678901234567890123456789012345678901234567890123456789"
+        IN TXT "7123456789012345678901234567890123456789012345678901234567890123456789"
 "#;
 
 fn differential(coredns: &Path, corefile: &str, dir: &Path) -> Differential {
@@ -134,6 +142,11 @@ fn zone_answers_agree_with_coredns() {
             queries.push(Query::new(name, t));
         }
     }
+    // Larger than 512 bytes: truncated over UDP without EDNS.
+    queries.push(Query::new("big.example.org.", "TXT"));
+    queries.push(Query::new("big.example.org.", "TXT").edns(4096));
+    queries.push(Query::new("www.example.org.", "ANY"));
+    queries.push(Query::new("www.example.org.", "A").class("CH"));
     queries.push(Query::new("www.example.org.", "A").edns(1232));
     queries.push(Query::new("example.org.", "MX").edns(4096).dnssec_ok());
     // Outside the zone: the server has no zone for it.
