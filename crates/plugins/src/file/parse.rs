@@ -28,6 +28,27 @@ pub struct ZoneFileError {
     pub col: u32,
 }
 
+impl ZoneFileError {
+    /// An error at token `t` of `file`.
+    fn at(file: &str, err: impl Into<String>, t: &Tok) -> Self {
+        ZoneFileError {
+            file: file.to_string(),
+            err: err.into(),
+            token: t.text.clone(),
+            line: t.line,
+            col: t.col,
+        }
+    }
+}
+
+/// An error at `toks[from]`, if there is a token there.
+fn garbage(toks: &[Tok], from: usize, file: &str, msg: &str) -> Result<(), ZoneFileError> {
+    match toks.get(from) {
+        None => Ok(()),
+        Some(t) => Err(ZoneFileError::at(file, msg, t)),
+    }
+}
+
 impl fmt::Display for ZoneFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -264,13 +285,7 @@ impl Reader {
     }
 
     fn entry(&mut self, e: &Entry, file: &str, dir: Option<&Path>) -> Result<(), ZoneFileError> {
-        let err = |msg: &str, t: &Tok| ZoneFileError {
-            file: file.to_string(),
-            err: msg.to_string(),
-            token: t.text.clone(),
-            line: t.line,
-            col: t.col,
-        };
+        let err = |msg: &str, t: &Tok| ZoneFileError::at(file, msg, t);
         let toks = &e.toks;
         let mut at = 0;
         let owner = if e.indented {
@@ -287,7 +302,7 @@ impl Reader {
                         return Err(err("expecting $ORIGIN value, not this...", t));
                     };
                     self.origin = self.name(&o.text).map_err(|_| err("bad origin name", o))?;
-                    return self.garbage(toks, 2, file, "garbage after $ORIGIN");
+                    return garbage(toks, 2, file, "garbage after $ORIGIN");
                 }
                 "$TTL" => {
                     let Some(v) = toks.get(1) else {
@@ -296,7 +311,7 @@ impl Reader {
                     let ttl = parse_ttl(&v.text)
                         .ok_or_else(|| err("expecting $TTL value, not this...", v))?;
                     self.default_ttl = Some((ttl, true));
-                    return self.garbage(toks, 2, file, "garbage after $TTL");
+                    return garbage(toks, 2, file, "garbage after $TTL");
                 }
                 "$INCLUDE" => return self.include(toks, file, dir),
                 "$GENERATE" => return Err(err("$GENERATE is not supported", t)),
@@ -354,38 +369,13 @@ impl Reader {
         Ok(())
     }
 
-    fn garbage(
-        &self,
-        toks: &[Tok],
-        from: usize,
-        file: &str,
-        msg: &str,
-    ) -> Result<(), ZoneFileError> {
-        match toks.get(from) {
-            None => Ok(()),
-            Some(t) => Err(ZoneFileError {
-                file: file.to_string(),
-                err: msg.to_string(),
-                token: t.text.clone(),
-                line: t.line,
-                col: t.col,
-            }),
-        }
-    }
-
     fn include(
         &mut self,
         toks: &[Tok],
         file: &str,
         dir: Option<&Path>,
     ) -> Result<(), ZoneFileError> {
-        let err = |msg: String, t: &Tok| ZoneFileError {
-            file: file.to_string(),
-            err: msg,
-            token: t.text.clone(),
-            line: t.line,
-            col: t.col,
-        };
+        let err = |msg: String, t: &Tok| ZoneFileError::at(file, msg, t);
         let Some(f) = toks.get(1) else {
             return Err(err("expecting $INCLUDE value not this...".into(), &toks[0]));
         };
@@ -456,20 +446,8 @@ impl Reader {
                 col,
             }
         };
-        let need = |n: usize, field: &str| -> Result<(), ZoneFileError> {
-            if t.len() > n {
-                let g = &t[n];
-                return Err(ZoneFileError {
-                    file: file.to_string(),
-                    err: "garbage after rdata".into(),
-                    token: g.text.clone(),
-                    line: g.line,
-                    col: g.col,
-                });
-            }
-            let _ = field;
-            Ok(())
-        };
+        // Anything after the `n` rdata fields is an error.
+        let no_more = |n: usize| garbage(t, n, file, "garbage after rdata");
         let name_at = |i: usize, field: &str| -> Result<Name, ZoneFileError> {
             let tok = t.get(i).ok_or_else(|| bad(field, None))?;
             self.name(&tok.text).map_err(|_| bad(field, Some(tok)))
@@ -482,34 +460,34 @@ impl Reader {
             Rtype::A => {
                 let tok = t.first().ok_or_else(|| bad("A", None))?;
                 let ip: Ipv4Addr = tok.text.parse().map_err(|_| bad("A", Some(tok)))?;
-                need(1, "")?;
+                no_more(1)?;
                 RecordData::A(ip)
             }
             Rtype::AAAA => {
                 let tok = t.first().ok_or_else(|| bad("AAAA", None))?;
                 let ip: Ipv6Addr = tok.text.parse().map_err(|_| bad("AAAA", Some(tok)))?;
-                need(1, "")?;
+                no_more(1)?;
                 RecordData::Aaaa(ip)
             }
             Rtype::NS => {
                 let n = name_at(0, "Ns")?;
-                need(1, "")?;
+                no_more(1)?;
                 RecordData::Ns(n.to_lowercase())
             }
             Rtype::CNAME => {
                 let n = name_at(0, "Target")?;
-                need(1, "")?;
+                no_more(1)?;
                 RecordData::Cname(n.to_lowercase())
             }
             Rtype::PTR => {
                 let n = name_at(0, "Ptr")?;
-                need(1, "")?;
+                no_more(1)?;
                 RecordData::Ptr(n)
             }
             Rtype::MX => {
                 let preference = u16_at(0, "Pref")?;
                 let exchange = name_at(1, "Mx")?.to_lowercase();
-                need(2, "")?;
+                no_more(2)?;
                 RecordData::Mx {
                     preference,
                     exchange,
@@ -520,7 +498,7 @@ impl Reader {
                 let weight = u16_at(1, "Weight")?;
                 let port = u16_at(2, "Port")?;
                 let target = name_at(3, "Target")?;
-                need(4, "")?;
+                no_more(4)?;
                 RecordData::Srv {
                     priority,
                     weight,
@@ -562,7 +540,7 @@ impl Reader {
                     }
                     .ok_or_else(|| bad(&format!("SOA {field}"), Some(tok)))?;
                 }
-                need(7, "")?;
+                no_more(7)?;
                 RecordData::Soa {
                     mname,
                     rname,
@@ -581,7 +559,7 @@ impl Reader {
                     .map_err(|_| bad("CAA Flag", Some(flags_tok)))?;
                 let tag = t.get(1).ok_or_else(|| bad("CAA Tag", None))?;
                 let value = t.get(2).ok_or_else(|| bad("CAA Value", None))?;
-                need(3, "")?;
+                no_more(3)?;
                 let v = unescape(&value.text).ok_or_else(|| bad("CAA Value", Some(value)))?;
                 let tag = tag.text.as_bytes();
                 let Ok(tag_len) = u8::try_from(tag.len()) else {
@@ -683,8 +661,7 @@ fn parse_rtype(s: &str) -> Option<Rtype> {
     match Rtype::from_mnemonic(s) {
         Some(t) => Some(t),
         None => {
-            let n = s.get(..4).filter(|p| p.eq_ignore_ascii_case("TYPE"))?;
-            let _ = n;
+            s.get(..4).filter(|p| p.eq_ignore_ascii_case("TYPE"))?;
             s[4..].parse::<u16>().ok().map(Rtype)
         }
     }
