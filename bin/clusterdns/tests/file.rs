@@ -251,6 +251,13 @@ fn zones_from_args_fallthrough_and_refusal_agree() {
     assert!(c.to_string().contains("127.0.0.1"), "{c}");
 }
 
+/// Replaces `path` with `text` in one step (a reload never sees half a file).
+fn replace_file(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
 /// Waits until `diff` agrees on `q` and the reference gives `want` in
 /// its answer, or times out; the last comparison.
 fn settle(diff: &Differential, q: &Query, want: &str, wait: Duration) -> String {
@@ -276,14 +283,14 @@ fn reload_takes_a_new_serial_only() {
     let q = Query::new("new.example.org.", "A");
     diff.query(&q).assert_agree();
     // Same serial, new record: neither takes it.
-    std::fs::write(&db, format!("{ZONE}new IN A 192.0.2.99\n")).expect("write");
+    replace_file(&db, &format!("{ZONE}new IN A 192.0.2.99\n"));
     std::thread::sleep(Duration::from_millis(2500));
     let c = diff.query(&q);
     c.assert_agree();
     assert!(c.to_string().contains("NXDOMAIN"), "{c}");
     // A new serial: both serve the record.
     let bumped = ZONE.replace("2024010101", "2024010102");
-    std::fs::write(&db, format!("{bumped}new IN A 192.0.2.99\n")).expect("write");
+    replace_file(&db, &format!("{bumped}new IN A 192.0.2.99\n"));
     let text = settle(&diff, &q, "192.0.2.99", Duration::from_secs(6));
     assert!(
         text.contains("agree") && text.contains("192.0.2.99"),
@@ -291,7 +298,7 @@ fn reload_takes_a_new_serial_only() {
     );
     // A broken file with a new serial: both keep serving the last zone.
     let broken = ZONE.replace("2024010101", "2024010103");
-    std::fs::write(&db, format!("{broken}bad IN A 1.2.3\n")).expect("write");
+    replace_file(&db, &format!("{broken}bad IN A 1.2.3\n"));
     std::thread::sleep(Duration::from_millis(2500));
     let c = diff.query(&q);
     c.assert_agree();
@@ -308,8 +315,8 @@ fn a_missing_file_is_served_once_it_appears() {
     let c = diff.query(&q);
     c.assert_agree();
     assert!(c.to_string().contains("SERVFAIL"), "{c}");
-    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
-    let text = settle(&diff, &q, "192.0.2.10", Duration::from_secs(6));
+    replace_file(&dir.path().join("db.example.org"), ZONE);
+    let text = settle(&diff, &q, "192.0.2.10", Duration::from_secs(10));
     assert!(
         text.contains("agree") && text.contains("192.0.2.10"),
         "{text}"
