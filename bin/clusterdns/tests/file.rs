@@ -37,6 +37,7 @@ chain2  IN CNAME chain3.example.org.
 chain3  IN CNAME www
 dangling IN CNAME nothere
 outside IN CNAME www.example.net.
+nowhere IN CNAME nothing.example.net.
 towild  IN CNAME foo.wild
 loop1   IN CNAME loop2
 loop2   IN CNAME loop1
@@ -201,6 +202,50 @@ fn includes_relative_names_and_two_zones_from_one_file() {
             queries.push(Query::new(&format!("{name}{zone}"), t));
         }
     }
+    let d = disagreements(&diff, &queries);
+    assert!(d.is_empty(), "{} disagreements:\n{}", d.len(), d.join("\n"));
+}
+
+#[test]
+fn cname_targets_outside_the_zone_are_asked_of_the_server_block() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    // hosts has the target; names nobody has are REFUSED by the block.
+    let corefile = ".:@PORT@ {\n    bind 127.0.0.1\n    hosts {\n        192.0.2.99 www.example.net\n        fallthrough\n    }\n    file @ZDIR@/db.example.org example.org\n}\n";
+    let diff = differential(&coredns, corefile, dir.path());
+    let queries = [
+        Query::new("outside.example.org.", "A"),
+        Query::new("outside.example.org.", "AAAA"),
+        Query::new("outside.example.org.", "MX"),
+        Query::new("nowhere.example.org.", "A"),
+        Query::new("outside.example.org.", "CNAME"),
+    ];
+    let d = disagreements(&diff, &queries);
+    assert!(d.is_empty(), "{} disagreements:\n{}", d.len(), d.join("\n"));
+    let c = diff.query(&Query::new("outside.example.org.", "A"));
+    assert!(c.to_string().contains("192.0.2.99"), "{c}");
+}
+
+#[test]
+fn cname_loops_across_zones_end_as_coredns_ends_them() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One file for both zones: ping.example.org -> pong.example.net ->
+    // ping.example.org -> ...; each step leaves its zone.
+    std::fs::write(
+        dir.path().join("db.loop"),
+        "@ 60 IN SOA ns hm 1 2 3 4 5\n  60 IN NS ns\nping 60 IN CNAME pong.example.net.\npong 60 IN CNAME ping.example.org.\nhop 60 IN CNAME ok.example.net.\nok 60 IN A 192.0.2.1\n",
+    )
+    .expect("write zone");
+    let corefile =
+        ".:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR@/db.loop example.org example.net\n}\n";
+    let diff = differential(&coredns, corefile, dir.path());
+    let queries = [
+        Query::new("hop.example.org.", "A"),
+        Query::new("ping.example.org.", "A"),
+        Query::new("pong.example.net.", "AAAA"),
+    ];
     let d = disagreements(&diff, &queries);
     assert!(d.is_empty(), "{} disagreements:\n{}", d.len(), d.join("\n"));
 }

@@ -11,9 +11,12 @@ use arc_swap::ArcSwapOption;
 use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::transfer::{TransferError, Transferer};
 use clusterdns_plugin::{
-    ChainTail, Flow, Plugin, PluginDef, PluginError, Request, ResponseWriter, SetupCtx,
+    BlockChain, BoxFuture, ChainTail, Flow, Plugin, PluginDef, PluginError, Request,
+    ResponseWriter, SetupCtx,
 };
-use clusterdns_wire::{Name, Rcode, Record, Rtype};
+use clusterdns_wire::{Message, Name, Rcode, Record, Rtype, Section};
+
+use crate::kubernetes::upstream;
 
 use parse::Reader;
 use zone::{Outcome, Zone, ZoneError};
@@ -131,6 +134,35 @@ pub struct File {
     /// The plugins behind this one: with none, names outside the zones
     /// are REFUSED, as CoreDNS does without a next plugin.
     tail: ChainTail,
+    /// The block's whole chain, for CNAME targets outside the zone.
+    whole: BlockChain,
+}
+
+/// What the synchronous pass leaves for the asynchronous one: the CNAME
+/// target to resolve.
+struct Pending {
+    target: Name,
+}
+
+/// Upstream lookups nested in one another (a CNAME out of one zone into
+/// another that points back), as CoreDNS's loop counter bounds them.
+const MAX_DEPTH: u8 = 8;
+
+tokio::task_local! {
+    /// How deep in upstream lookups this task is.
+    static DEPTH: u8;
+}
+
+/// The rcode and answer records of an upstream reply.
+fn read_reply(msg: &[u8]) -> (Option<Rcode>, Vec<Record>) {
+    let Ok(m) = Message::parse(msg) else {
+        return (None, Vec::new());
+    };
+    let answers = m
+        .section(Section::Answer)
+        .filter_map(|r| r.to_owned_record(&m).ok())
+        .collect();
+    (Some(m.rcode()), answers)
 }
 
 impl File {
@@ -141,6 +173,43 @@ impl File {
             .filter(|s| name.ends_with(&s.origin))
             .max_by_key(|s| s.origin.len())
             .map(|s| &**s)
+    }
+
+    /// Writes the reply for `plan` (and `more`, an upstream's answers),
+    /// or passes the query on when it falls through.
+    fn write_answer(
+        &self,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        zone: &Zone,
+        plan: &zone::Plan<'_>,
+        more: &[Record],
+    ) -> Flow {
+        let empty = plan.no_answer() && more.is_empty();
+        if empty
+            && matches!(plan.outcome, Outcome::NameError | Outcome::Success)
+            && self.falls_through(req.qname_lower())
+        {
+            return Flow::Next;
+        }
+        let mut b = w.reply(req);
+        b.set_aa(true);
+        match plan.outcome {
+            Outcome::Success | Outcome::NoData => {}
+            Outcome::NameError => b.set_rcode(Rcode::NXDOMAIN),
+            // A referral is not authoritative; a CNAME into one keeps AA.
+            Outcome::Delegation => b.set_aa(!empty),
+            Outcome::ServerFailure => {
+                if empty {
+                    w.write_error(req, Rcode::SERVFAIL);
+                    return Flow::Answered;
+                }
+                b.set_rcode(Rcode::SERVFAIL);
+            }
+        }
+        plan.write(zone, &mut b, more);
+        b.finish();
+        Flow::Answered
     }
 
     fn falls_through(&self, qname: &Name) -> bool {
@@ -175,31 +244,56 @@ impl Plugin for File {
             return Flow::Answered;
         }
         let plan = zone.lookup(qname, qtype);
-        let empty = plan.no_answer();
-        if empty
-            && matches!(plan.outcome, Outcome::NameError | Outcome::Success)
-            && self.falls_through(qname)
+        // A CNAME leaving the zone: the block's chain resolves the target
+        // on the asynchronous path.
+        if let Some(target) = plan.upstream
+            && self.whole.get().is_some()
         {
-            return Flow::Next;
+            return w.defer_with(Box::new(Pending { target }));
         }
-        let mut b = w.reply(req);
-        b.set_aa(true);
-        match plan.outcome {
-            Outcome::Success | Outcome::NoData => {}
-            Outcome::NameError => b.set_rcode(Rcode::NXDOMAIN),
-            // A referral is not authoritative; a CNAME into one keeps AA.
-            Outcome::Delegation => b.set_aa(!empty),
-            Outcome::ServerFailure => {
-                if empty {
-                    w.write_error(req, Rcode::SERVFAIL);
-                    return Flow::Answered;
+        self.write_answer(req, w, zone, &plan, &[])
+    }
+
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> BoxFuture<'a, Flow> {
+        Box::pin(async move {
+            let p = match w.take_note::<Pending>() {
+                Some(p) => p,
+                // Asked without the synchronous pass: run it first.
+                None => match self.query(req, w) {
+                    Flow::Async => match w.take_note::<Pending>() {
+                        Some(p) => p,
+                        None => return Flow::Fail(PluginError::NotAsync { plugin: "file" }),
+                    },
+                    flow => return flow,
+                },
+            };
+            let depth = DEPTH.try_with(|d| *d).unwrap_or(0);
+            let reply = match self.whole.get() {
+                Some(chain) if depth < MAX_DEPTH => {
+                    let ask = upstream::lookup(&chain, req, &p.target, req.qtype());
+                    DEPTH.scope(depth + 1, ask).await
                 }
-                b.set_rcode(Rcode::SERVFAIL);
-            }
-        }
-        plan.write(zone, &mut b);
-        b.finish();
-        Flow::Answered
+                _ => None,
+            };
+            let (rcode, more) = reply.as_deref().map_or((None, Vec::new()), read_reply);
+            // The zone as it is now (a reload may have come in between).
+            let qname = req.qname_lower();
+            let Some(slot) = self.slot(qname) else {
+                return Flow::Fail(PluginError::Refused { plugin: "file" });
+            };
+            let guard = slot.data.load();
+            let Some(zone) = guard.as_ref() else {
+                w.write_error(req, Rcode::SERVFAIL);
+                return Flow::Answered;
+            };
+            let mut plan = zone.lookup(qname, req.qtype());
+            plan.resolved(rcode, !more.is_empty());
+            self.write_answer(req, w, zone, &plan, &more)
+        })
     }
 
     fn transferer(&self) -> Option<&dyn Transferer> {
@@ -341,10 +435,13 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         }));
     }
     let tail = ChainTail::default();
+    let whole = BlockChain::default();
+    ctx.bind_chain(&whole);
     ctx.add_plugin(Arc::new(File {
         slots,
         fall,
         tail: tail.clone(),
+        whole,
     }));
     ctx.bind_tail(&tail);
     Ok(())

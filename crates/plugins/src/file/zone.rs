@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use clusterdns_wire::{MessageBuilder, Name, Record, RecordData, Rtype, Section};
+use clusterdns_wire::{MessageBuilder, Name, Rcode, Record, RecordData, Rtype, Section};
 
 /// Record sets one answer may be made of (a CNAME chain and its target,
 /// nested once per in-zone re-resolution); more are left out.
@@ -378,6 +378,7 @@ impl Zone {
         plan: &mut Plan<'z>,
     ) -> Outcome {
         if !target.ends_with(&self.origin) {
+            plan.upstream = Some(*target);
             return Outcome::Success;
         }
         let mut inner = Plan::new();
@@ -385,6 +386,7 @@ impl Zone {
         for s in &inner.segs[..inner.n] {
             plan.push(s.owner, s.rrs);
         }
+        plan.upstream = plan.upstream.or(inner.upstream);
         let answered = inner.segs[..inner.n].iter().any(|s| !s.rrs.is_empty());
         match result {
             Outcome::NameError => Outcome::NameError,
@@ -500,6 +502,10 @@ pub struct Plan<'z> {
     extra: Extra<'z>,
     /// The lookup's outcome.
     pub outcome: Outcome,
+    /// A CNAME target outside the zone, for the server block's chain to
+    /// resolve (CoreDNS asks its server again); its answers go after the
+    /// chain.
+    pub upstream: Option<Name>,
 }
 
 impl<'z> Plan<'z> {
@@ -513,6 +519,7 @@ impl<'z> Plan<'z> {
             auth: Auth::None,
             extra: Extra::None,
             outcome: Outcome::Success,
+            upstream: None,
         }
     }
 
@@ -528,9 +535,27 @@ impl<'z> Plan<'z> {
         self.segs[..self.n].iter().all(|s| s.rrs.is_empty())
     }
 
-    /// Writes the three sections into `b`; records that do not fit are
-    /// left out (TC is the server's to set).
-    pub fn write(&self, zone: &Zone, b: &mut MessageBuilder<'_>) {
+    /// Takes what the server block's chain answered for
+    /// [`Plan::upstream`]: the outcome as CoreDNS reads the reply's rcode
+    /// (`None`: the lookup failed), and the authority section that goes
+    /// with it.
+    pub fn resolved(&mut self, rcode: Option<Rcode>, answered: bool) {
+        self.outcome = match rcode {
+            None | Some(Rcode::SERVFAIL) => Outcome::ServerFailure,
+            Some(Rcode::NXDOMAIN) => Outcome::NameError,
+            Some(Rcode::NOERROR) if !answered => Outcome::NoData,
+            Some(_) => Outcome::Success,
+        };
+        self.auth = match self.outcome {
+            Outcome::NameError | Outcome::NoData => Auth::Soa,
+            _ => Auth::Ns,
+        };
+    }
+
+    /// Writes the three sections into `b`, `more` (the answers of an
+    /// upstream lookup) after the plan's answers; records that do not fit
+    /// are left out (TC is the server's to set).
+    pub fn write(&self, zone: &Zone, b: &mut MessageBuilder<'_>, more: &[Record]) {
         for s in &self.segs[..self.n] {
             for r in s.rrs {
                 let owner = s.owner.as_ref().unwrap_or(&r.name);
@@ -539,6 +564,11 @@ impl<'z> Plan<'z> {
                 {
                     return;
                 }
+            }
+        }
+        for r in more {
+            if b.push_record(Section::Answer, r).is_err() {
+                return;
             }
         }
         let auth: &[Record] = match self.auth {

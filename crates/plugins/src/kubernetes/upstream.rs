@@ -1,8 +1,9 @@
 //! Resolving an ExternalName's out-of-zone target through the plugins after
 //! *kubernetes* (CoreDNS re-enters its server with `upstream.Lookup`; here
 //! the rest of the chain, typically `loop` and `forward`, answers). Only on
-//! the asynchronous path. *template* (CNAME targets) and *dns64* (the A
-//! records) look up the same way.
+//! the asynchronous path. *template* (CNAME targets), *dns64* (the A
+//! records) and *file* (CNAME targets outside its zones) look up the same
+//! way.
 
 use clusterdns_plugin::{Request, ResponseWriter};
 use clusterdns_wire::{Class, Message, Name, Section};
