@@ -104,6 +104,25 @@ pub trait Plugin: Send + Sync + 'static {
     }
 }
 
+/// For a plugin's [`Plugin::query_async`]: the note of type `T` its
+/// synchronous pass left ([`ResponseWriter::defer_with`]), or, when it is
+/// asked without that pass (a walk started over), the pass run now:
+/// `Err(flow)` when it decided without deferring (or deferred without a
+/// note, which is then `Answered`).
+pub fn note_or_query<T: std::any::Any>(
+    plugin: &dyn Plugin,
+    req: &Request<'_>,
+    w: &mut ResponseWriter,
+) -> Result<Box<T>, Flow> {
+    if let Some(note) = w.take_note::<T>() {
+        return Ok(note);
+    }
+    match plugin.query(req, w) {
+        Flow::Async => w.take_note::<T>().ok_or(Flow::Answered),
+        flow => Err(flow),
+    }
+}
+
 /// The ordered plugins of one server block.
 #[derive(Clone, Default)]
 pub struct Chain {

@@ -51,7 +51,7 @@ pub mod transfer;
 mod writer;
 
 pub use autopath::AutoPather;
-pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin};
+pub use chain::{BoxFuture, Chain, Deferred, Flow, Outcome, Plugin, note_or_query};
 pub use error::PluginError;
 pub use external::{ExternalHost, ExternalService, Externaler};
 pub use request::{Edits, Family, Proto, Request};

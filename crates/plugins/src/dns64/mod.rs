@@ -292,15 +292,9 @@ impl Plugin for Dns64 {
             let Some(tail) = self.tail.get() else {
                 return Flow::Fail(clusterdns_plugin::PluginError::NoNext { plugin: "dns64" });
             };
-            let stage = match w.take_note::<Stage>() {
-                Some(s) => *s,
-                None => match self.query(req, w) {
-                    Flow::Async => match w.take_note::<Stage>() {
-                        Some(s) => *s,
-                        None => return Flow::Answered,
-                    },
-                    flow => return flow,
-                },
+            let stage = match clusterdns_plugin::note_or_query::<Stage>(self, req, w) {
+                Ok(s) => *s,
+                Err(flow) => return flow,
             };
             let aaaa = match stage {
                 Stage::Translate(aaaa) => aaaa,

@@ -260,16 +260,9 @@ impl Plugin for File {
         w: &'a mut ResponseWriter,
     ) -> BoxFuture<'a, Flow> {
         Box::pin(async move {
-            let p = match w.take_note::<Pending>() {
-                Some(p) => p,
-                // Asked without the synchronous pass: run it first.
-                None => match self.query(req, w) {
-                    Flow::Async => match w.take_note::<Pending>() {
-                        Some(p) => p,
-                        None => return Flow::Fail(PluginError::NotAsync { plugin: "file" }),
-                    },
-                    flow => return flow,
-                },
+            let p = match clusterdns_plugin::note_or_query::<Pending>(self, req, w) {
+                Ok(p) => p,
+                Err(flow) => return flow,
             };
             let depth = DEPTH.try_with(|d| *d).unwrap_or(0);
             let reply = match self.whole.get() {

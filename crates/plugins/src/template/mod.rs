@@ -197,16 +197,10 @@ impl Plugin for TemplatePlugin {
         w: &'a mut ResponseWriter,
     ) -> BoxFuture<'a, Flow> {
         Box::pin(async move {
-            let p = match w.take_note::<Pending>() {
-                Some(p) => *p,
-                // Asked without the synchronous pass: run it, then chase.
-                None => match self.query(req, w) {
-                    Flow::Async => match w.take_note::<Pending>() {
-                        Some(p) => *p,
-                        None => return Flow::Answered,
-                    },
-                    flow => return flow,
-                },
+            // Asked without the synchronous pass: it runs, then the chase.
+            let p = match clusterdns_plugin::note_or_query::<Pending>(self, req, w) {
+                Ok(p) => *p,
+                Err(flow) => return flow,
             };
             // Each CNAME answer's target, asked of the whole block again,
             // as CoreDNS's upstream asks its whole server.
