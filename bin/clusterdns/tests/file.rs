@@ -5,14 +5,13 @@
 //! same text. Each test skips when the reference binary is not built
 //! (`scripts/rig build`), unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod differ;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{Differential, Query, ServerSpec, coredns_or_skip};
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
+use clusterdns_test_support::{Differential, Query, coredns_or_skip};
+use differ::{clusterdns, disagreements};
 
 /// The zone both servers load: each line is there for a case below.
 const ZONE: &str = r#"$ORIGIN example.org.
@@ -69,23 +68,7 @@ big     IN TXT "0123456789012345678901234567890123456789012345678901234567890123
 "#;
 
 fn differential(coredns: &Path, corefile: &str, dir: &Path) -> Differential {
-    let d = dir.display().to_string();
-    let r = ServerSpec::coredns_at(coredns, corefile).var("ZDIR", &d);
-    let c = ServerSpec::clusterdns_at(clusterdns(), corefile).var("ZDIR", &d);
-    Differential::between(None, r, c).expect("start both")
-}
-
-/// Sends every query over UDP and TCP to both; the disagreements.
-fn disagreements(diff: &Differential, queries: &[Query]) -> Vec<String> {
-    let mut out = Vec::new();
-    for q in queries {
-        for c in diff.query_udp_and_tcp(q) {
-            if !c.agree() {
-                out.push(c.to_string());
-            }
-        }
-    }
-    out
+    differ::differential(coredns, corefile, &[("ZDIR", &dir.display().to_string())])
 }
 
 const COREFILE: &str =

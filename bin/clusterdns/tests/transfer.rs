@@ -5,15 +5,14 @@
 //! reference binary is not built (`scripts/rig build`), unless
 //! `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod differ;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{Differential, Query, ServerSpec, coredns_or_skip};
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
+use clusterdns_test_support::{Differential, Query, coredns_or_skip};
+use differ::clusterdns;
 
 const ZONE: &str = r#"$ORIGIN example.org.
 $TTL 300
@@ -49,10 +48,7 @@ fn big_zone(n: usize) -> String {
 }
 
 fn differential(coredns: &Path, corefile: &str, dir: &Path) -> Differential {
-    let d = dir.display().to_string();
-    let r = ServerSpec::coredns_at(coredns, corefile).var("ZDIR", &d);
-    let c = ServerSpec::clusterdns_at(clusterdns(), corefile).var("ZDIR", &d);
-    Differential::between(None, r, c).expect("start both")
+    differ::differential(coredns, corefile, &[("ZDIR", &dir.display().to_string())])
 }
 
 /// The records a client prints for a transfer, whitespace-normalised and

@@ -330,11 +330,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
             return Err(d.arg_err());
         };
         let shown = first.text.clone();
-        let path = if Path::new(&shown).is_absolute() {
-            PathBuf::from(&shown)
-        } else {
-            ctx.config_dir.join(&shown)
-        };
+        let path = clusterdns_plugin::parse::config_path(ctx.config_dir, &shown);
         let rest: Vec<&str> = d.args[1..].iter().map(|t| t.text.as_str()).collect();
         let names = clusterdns_plugin::parse::origins_or_block(&rest, &block_zones);
         let readable = match std::fs::File::open(&path) {
