@@ -125,7 +125,7 @@ expect "_http._tcp.web.$NS.svc.cluster.local" SRV "0 100 80 web.$NS.svc.cluster.
 expect "kubernetes.default.svc.cluster.local" A "$(kc get -n default svc kubernetes -o jsonpath='{.spec.clusterIP}')"
 
 # A resourceVersion from before the outage, for the 410 check.
-OLD_RV=$(kc get --raw "/api/v1/namespaces/$NS/services" | grep -o '"resourceVersion":"[0-9]*"' | head -1 | grep -o '[0-9][0-9]*')
+OLD_RV=$(kc get --raw "/api/v1/namespaces/$NS/services" | grep -o '"resourceVersion":"[0-9]*"' | sed -n 1p | grep -o '[0-9][0-9]*')
 [[ -n $OLD_RV ]] || fail "no list resourceVersion"
 
 say "apiserver outage"
@@ -150,6 +150,6 @@ OUT=$(kc get --raw "/api/v1/namespaces/$NS/services?watch=1&resourceVersion=$OLD
 if ! grep -q '"code":410' <<<"$OUT" && ! grep -qi 'gone\|too old' <<<"$OUT"; then
     fail "expected 410 Gone, got: $OUT"
 fi
-say "ok: 410 Gone ($(grep -o '"message":"[^"]*"' <<<"$OUT" | head -1))"
+say "ok: 410 Gone ($(grep -o '"message":"[^"]*"' <<<"$OUT" | sed -n 1p))"
 
 say "PASS"
