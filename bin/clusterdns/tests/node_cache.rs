@@ -245,6 +245,11 @@ impl Lab {
 
     /// Starts the agent in the node namespace with `extra` flags.
     fn start_agent(&self, template: &str, extra: &[&str]) -> Child {
+        self.start_agent_as(template, extra, "agent.log")
+    }
+
+    /// As `start_agent`, logging to `log` (in the lab's directory).
+    fn start_agent_as(&self, template: &str, extra: &[&str], log: &str) -> Child {
         let base = self.path("base");
         std::fs::create_dir_all(&base).unwrap();
         std::fs::write(base.join("Corefile.base"), template).unwrap();
@@ -255,7 +260,7 @@ impl Lab {
             format!("[\"{}\"]", self.net.cdns),
         )
         .unwrap();
-        let log = std::fs::File::create(self.path("agent.log")).unwrap();
+        let log = std::fs::File::create(self.path(log)).unwrap();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.node, BIN, "node-cache"])
             .arg("-localip")
@@ -278,7 +283,11 @@ impl Lab {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.path("agent.log")).unwrap_or_default()
+        self.log_of("agent.log")
+    }
+
+    fn log_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
     }
 
     /// `dig +short` from the pod.
@@ -921,5 +930,138 @@ fn a_port_conflict_leaves_no_rules() {
         assert!(lab.log().contains("169.254.20.10:8080"), "{}", lab.log());
         assert!(lab.nodelocal_rules().is_empty(), "{}", lab.log());
         assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+    }
+}
+
+/// An agent killed (SIGKILL) if the test ends without stopping it.
+struct Running(Option<Child>);
+
+impl Running {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What the interception looks like on the node: the crash-safe table
+/// or upstream's rules.
+fn interception(lab: &Lab, mode: &str) -> String {
+    if mode == "crashsafe" {
+        lab.node("nft list table ip clusterdns_nodecache 2>&1")
+    } else {
+        lab.nodelocal_rules().join("\n")
+    }
+}
+
+fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < within, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A DaemonSet rolling update with `maxSurge: 1, maxUnavailable: 0`: the
+/// new pod's instance starts beside the running one and takes its
+/// sockets over the hand-over socket; then the old one gets SIGTERM. Under
+/// dnsperf load from the pod, ten times in a row: not a query lost, and
+/// the interception never changes (watched every few milliseconds).
+#[test]
+fn upgrade_hands_the_sockets_over_without_losing_a_query() {
+    let Some(mut lab) = Lab::new("h") else { return };
+    lab.start_cluster_dns();
+    let sock = lab.path("run/node-cache.sock");
+    let sock = sock.to_str().unwrap().to_string();
+    for (mode, rounds) in [("crashsafe", 10), ("iptables", 3)] {
+        let flags = ["-interception", mode, "-handover-socket", &sock];
+        let mut old = Running(Some(lab.start_agent_as(
+            TEMPLATE,
+            &flags,
+            &format!("{mode}0.log"),
+        )));
+        let mut old_log = format!("{mode}0.log");
+        lab.wait_answer(V4.cluster, WHO, false, "198.51.100.1");
+        wait_for("the interception", Duration::from_secs(10), || {
+            interception(&lab, mode).contains(V4.local)
+        });
+        let before = interception(&lab, mode);
+        for round in 1..=rounds {
+            // Both addresses: the ClusterIP and the link-local one.
+            let target = if round % 2 == 1 { V4.cluster } else { V4.local };
+            let new_log = format!("{mode}{round}.log");
+            let watching = std::sync::atomic::AtomicBool::new(true);
+            let mut changed = Vec::new();
+            let mut new = None;
+            let (sent, lost) = std::thread::scope(|s| {
+                let watcher = s.spawn(|| {
+                    let mut seen = Vec::new();
+                    while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                        let now = interception(&lab, mode);
+                        if now != before {
+                            seen.push(now);
+                        }
+                    }
+                    seen
+                });
+                let r = under_load(&lab, target, 2, || {
+                    std::thread::sleep(Duration::from_millis(400));
+                    let n = Running(Some(lab.start_agent_as(TEMPLATE, &flags, &new_log)));
+                    wait_for("the hand-over", Duration::from_secs(10), || {
+                        lab.log_of(&old_log).contains("serves on our")
+                    });
+                    std::thread::sleep(Duration::from_millis(300));
+                    signal(old.child(), "TERM");
+                    let st = wait_exit(old.child(), Duration::from_secs(15));
+                    assert!(st.success(), "{}", lab.log_of(&old_log));
+                    old.0 = None;
+                    new = Some(n);
+                });
+                watching.store(false, std::sync::atomic::Ordering::SeqCst);
+                changed = watcher.join().unwrap();
+                r
+            });
+            let log = lab.log_of(&old_log);
+            eprintln!(
+                "{mode} round {round} @{target}: {lost} of {sent} queries lost during the upgrade"
+            );
+            assert!(sent >= 1500, "{sent}");
+            assert_eq!(
+                lost,
+                0,
+                "{mode} round {round}: old:\n{log}\nnew:\n{}",
+                lab.log_of(&new_log)
+            );
+            assert!(
+                changed.is_empty(),
+                "{mode} round {round}: the interception changed during the upgrade: {changed:?}"
+            );
+            assert!(log.contains("handing over to process"), "{log}");
+            assert!(
+                lab.log_of(&new_log).contains("taking over from process"),
+                "{}",
+                lab.log_of(&new_log)
+            );
+            assert_eq!(lab.dig(target, KUBERNETES, true), "10.96.0.1");
+            old = new.unwrap();
+            old_log = new_log;
+        }
+        // The last one, with no successor, tears down as usual.
+        signal(old.child(), "TERM");
+        assert!(wait_exit(old.child(), Duration::from_secs(15)).success());
+        old.0 = None;
+        assert!(
+            !interception(&lab, mode).contains(V4.local),
+            "{}",
+            lab.log_of(&old_log)
+        );
+        assert!(!std::path::Path::new(&sock).exists());
     }
 }

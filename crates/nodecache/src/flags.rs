@@ -45,6 +45,9 @@ pub struct Flags {
     pub dns_port: u16,
     /// `-pidfile`.
     pub pidfile: Option<String>,
+    /// `-handover-socket` (beyond upstream): where a new instance takes
+    /// over the running one's sockets; `None` when `""`.
+    pub handover_socket: Option<String>,
     /// `-quiet`.
     pub quiet: bool,
     /// `-plugins`.
@@ -119,6 +122,12 @@ const FLAGS: &[(&str, Kind, &str, &str)] = &[
         "Path to the Corefile to be used by node-cache",
     ),
     ("dns.port", Kind::Str, "53", "Default port"),
+    (
+        "handover-socket",
+        Kind::Str,
+        "/run/clusterdns/node-cache.sock",
+        "unix socket where a new instance takes over the running one's listening sockets (beyond upstream; \"\" disables)",
+    ),
     (
         "health-port",
         Kind::Str,
@@ -437,6 +446,7 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
         reload_with_signal: v.bool("reloadwithsignal"),
         dns_port,
         pidfile,
+        handover_socket: Some(v.get("handover-socket").to_string()).filter(|p| !p.is_empty()),
         quiet: v.bool("quiet"),
         plugins: v.bool("plugins"),
         version: v.bool("version"),

@@ -2,6 +2,7 @@
 
 pub mod crashsafe;
 pub mod flags;
+pub mod handover;
 pub mod iptables;
 pub mod metrics;
 pub mod netif;

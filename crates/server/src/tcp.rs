@@ -211,7 +211,9 @@ impl Conns {
     }
 }
 
-/// Accepts connections until `stop` turns true.
+/// Accepts connections until `stop` turns true, then waits for the open
+/// ones to finish the query they are answering (an idle one closes at
+/// once).
 pub(crate) async fn serve(
     listener: TcpListener,
     mux: Arc<ArcSwap<Mux>>,
@@ -237,12 +239,12 @@ pub(crate) async fn serve(
             tokio::select! {
                 _ = conns.freed.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = stop.changed() => return,
+                _ = stop.changed() => return drain(&conns).await,
             }
         }
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = stop.changed() => return,
+            _ = stop.changed() => return drain(&conns).await,
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
@@ -264,6 +266,16 @@ pub(crate) async fn serve(
             connection(stream, peer, local, mux, stop, &conns, &me).await;
             conns.unregister(slot, &me);
         });
+    }
+}
+
+/// Waits until no connection is open.
+async fn drain(conns: &Conns) {
+    while conns.live.load(Ordering::Relaxed) > 0 {
+        tokio::select! {
+            _ = conns.freed.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
     }
 }
 

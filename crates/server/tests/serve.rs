@@ -19,6 +19,7 @@ fn options(corefile: &std::path::Path) -> Options {
         udp_workers: Some(2),
         banner: String::new(),
         metrics: None,
+        inherited: Default::default(),
     }
 }
 
@@ -114,4 +115,41 @@ fn an_invalid_corefile_never_serves() {
     let err = done.expect_err("an unknown plugin is an error");
     assert!(err.to_string().contains("nosuchplugin"), "{err}");
     assert!(rt.block_on(controller.serving()).is_none());
+}
+
+/// A second server started on duplicates of the first one's sockets
+/// serves the same addresses; once the first stops, the second answers
+/// everything, over UDP and TCP, on sockets that were never unbound.
+#[test]
+fn a_successor_adopts_the_sockets_and_the_port_stays_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let zone = |ip: &str| {
+        format!(".:0 {{\n    bind 127.0.0.1\n    hosts {{\n        {ip} web.example.\n    }}\n}}\n")
+    };
+    let (old_cf, new_cf) = (dir.path().join("old"), dir.path().join("new"));
+    std::fs::write(&old_cf, zone("10.1.2.3")).unwrap();
+    std::fs::write(&new_cf, zone("10.4.5.6")).unwrap();
+    let rt = runtime(2);
+    let (mut old, ctl) = control();
+    let old_task = rt.spawn(serve(options(&old_cf), ctl));
+    let addr = rt.block_on(old.serving()).expect("old serves").dns[0];
+    let sockets = rt.block_on(old.exporter().sockets()).expect("the sockets");
+    let udp = sockets
+        .iter()
+        .filter(|s| s.kind == clusterdns_server::SocketKind::Udp)
+        .count();
+    assert_eq!((udp, sockets.len()), (2, 3), "{sockets:?}");
+    let mut opts = options(&new_cf);
+    opts.inherited = clusterdns_server::Inherited::new(sockets);
+    let left = opts.inherited.clone();
+    let (mut new, ctl) = control();
+    let _new_task = rt.spawn(serve(opts, ctl));
+    let serving = rt.block_on(new.serving()).expect("new serves");
+    assert_eq!(serving.dns, vec![addr], "the very same address and port");
+    assert!(left.is_empty(), "every socket adopted");
+    old.shutdown();
+    rt.block_on(old_task).unwrap().unwrap();
+    assert_eq!(dig(addr, "web.example.", "A", false), "10.4.5.6");
+    assert_eq!(dig(addr, "web.example.", "A", true), "10.4.5.6");
+    new.shutdown();
 }

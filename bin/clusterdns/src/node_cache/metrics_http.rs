@@ -2,6 +2,7 @@
 //! from the server's `prometheus` plugin, as upstream runs it.
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,16 +10,32 @@ use clusterdns_observe::metrics::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Binds `addr` (Go form: `:9353` means every address) and serves
-/// `GET /metrics` from `registry` in a task; the bound address.
-pub async fn spawn(addr: &str, registry: Arc<Registry>) -> std::io::Result<SocketAddr> {
-    let addr = if addr.starts_with(':') {
-        format!("[::]{addr}")
-    } else {
-        addr.to_string()
+/// Binds `addr` (Go form: `:9353` means every address), or adopts the
+/// listener a predecessor handed over, and serves `GET /metrics` from
+/// `registry` in a task; the bound address and a duplicate of the
+/// listener (for a successor).
+pub async fn spawn(
+    addr: &str,
+    registry: Arc<Registry>,
+    inherited: Option<OwnedFd>,
+) -> std::io::Result<(SocketAddr, OwnedFd)> {
+    let listener = match inherited {
+        Some(fd) => {
+            let l = std::net::TcpListener::from(fd);
+            l.set_nonblocking(true)?;
+            TcpListener::from_std(l)?
+        }
+        None => {
+            let addr = if addr.starts_with(':') {
+                format!("[::]{addr}")
+            } else {
+                addr.to_string()
+            };
+            TcpListener::bind(&addr).await?
+        }
     };
-    let listener = TcpListener::bind(&addr).await?;
     let bound = listener.local_addr()?;
+    let dup = listener.as_fd().try_clone_to_owned()?;
     tokio::spawn(async move {
         loop {
             let Ok((conn, _)) = listener.accept().await else {
@@ -31,7 +48,7 @@ pub async fn spawn(addr: &str, registry: Arc<Registry>) -> std::io::Result<Socke
             });
         }
     });
-    Ok(bound)
+    Ok((bound, dup))
 }
 
 /// One request, one response, then the connection closes.
