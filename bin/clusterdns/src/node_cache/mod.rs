@@ -159,7 +159,8 @@ async fn run(f: Flags, version: String) -> ExitCode {
     let cm_dir = kubedns_dir(&f);
     // The checks that need nothing changed: the agent (netlink, the
     // iptables backend, the interception mode) and the first Corefile.
-    let agent = match Agent::new(&f, &registry).await {
+    let agent = match Agent::with_fallback(&f, &registry, cluster_dns.as_ref().ok().copied()).await
+    {
         Ok(a) => a,
         Err(e) => {
             fatal(format_args!("{e}"));
