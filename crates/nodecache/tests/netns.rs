@@ -343,18 +343,17 @@ fn crash_safe_table_installs_atomically_and_lists_as_built() {
             v6.install().await.expect("install v6");
             assert!(v6.intact().await);
             // With the link-local fallback (both families): as listed.
-            let up = ips("10.96.0.11").first().copied();
-            let fb = CrashSafe::new(&ips("169.254.20.10,10.96.0.10"), 53, 8080).with_fallback(up);
-            assert!(fb.fallback().is_some());
-            fb.install().await.expect("install with fallback");
-            assert_eq!(fb.listed().await.as_deref(), Some(fb.table().as_str()));
-            fb.remove().await.expect("remove");
-            let up6 = ips("fd00::11").first().copied();
-            let fb6 = CrashSafe::new(&ips("fe80::10,fd00::10"), 53, 8080).with_fallback(up6);
-            assert!(fb6.fallback().is_some());
-            fb6.install().await.expect("install v6 with fallback");
-            assert_eq!(fb6.listed().await.as_deref(), Some(fb6.table().as_str()));
-            fb6.remove().await.expect("remove");
+            for (local, up) in [
+                ("169.254.20.10,10.96.0.10", "10.96.0.11"),
+                ("fe80::10,fd00::10", "fd00::11"),
+            ] {
+                let fb =
+                    CrashSafe::new(&ips(local), 53, 8080).with_fallback(ips(up).first().copied());
+                assert!(fb.fallback().is_some(), "{local}");
+                fb.install().await.expect("install with fallback");
+                assert_eq!(fb.listed().await.as_deref(), Some(fb.table().as_str()));
+                fb.remove().await.expect("remove");
+            }
 
             assert_eq!(wildcard_listener(5399), None);
             let _s = std::net::UdpSocket::bind("0.0.0.0:5399").expect("bind");
