@@ -1132,3 +1132,49 @@ fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
     agent.0 = None;
     assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
 }
+
+/// `/ready` on the agent's metrics listener is a real query through the
+/// cache at the link-local address: ready while it is answered; with the
+/// cluster DNS gone and nothing cached, not ready, saying why; ready
+/// again once the cluster DNS is back.
+#[test]
+fn ready_is_a_real_query_through_the_cache() {
+    let Some(mut lab) = Lab::new("r") else { return };
+    lab.start_cluster_dns();
+    // No cache in the cluster zone, so each probe goes to the cluster DNS.
+    let template = TEMPLATE.replace(
+        "    cache {\n        success 9984 30\n        denial 9984 5\n    }\n",
+        "",
+    );
+    let mut agent = Running(Some(lab.start_agent(&template, &[])));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let ready = |lab: &Lab| lab.node("curl -s -w ' %{http_code}' http://127.0.0.1:9353/ready");
+    assert_eq!(ready(&lab), "OK\n 200", "{}", lab.log());
+    assert!(
+        lab.log().contains(&format!(
+            "/ready asks {}:53 for kubernetes.default.svc.cluster.local.",
+            V4.local
+        )),
+        "{}",
+        lab.log()
+    );
+    // The cluster DNS goes away.
+    for c in &mut lab.children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    lab.children.clear();
+    let not_ready = ready(&lab);
+    assert!(not_ready.ends_with(" 503"), "{not_ready}");
+    assert!(
+        not_ready.contains("kubernetes.default.svc.cluster.local."),
+        "{not_ready}"
+    );
+    lab.start_cluster_dns();
+    wait_for("ready again", Duration::from_secs(10), || {
+        ready(&lab) == "OK\n 200"
+    });
+    signal(agent.child(), "TERM");
+    assert!(wait_exit(agent.child(), Duration::from_secs(15)).success());
+    agent.0 = None;
+}

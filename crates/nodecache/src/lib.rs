@@ -6,6 +6,7 @@ pub mod handover;
 pub mod iptables;
 pub mod metrics;
 pub mod netif;
+pub mod ready;
 pub mod template;
 
 use std::path::Path;

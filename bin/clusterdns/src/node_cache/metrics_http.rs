@@ -1,11 +1,13 @@
 //! node-cache's own `/metrics` listener (`-metrics-listen-address`), apart
-//! from the server's `prometheus` plugin, as upstream runs it.
+//! from the server's `prometheus` plugin, as upstream runs it; and
+//! `/ready` (beyond upstream), a real query through the cache.
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use clusterdns_nodecache::ready::ReadyProbe;
 use clusterdns_observe::metrics::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -17,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 pub async fn spawn(
     addr: &str,
     registry: Arc<Registry>,
+    ready: Option<Arc<ReadyProbe>>,
     inherited: Option<OwnedFd>,
 ) -> std::io::Result<(SocketAddr, OwnedFd)> {
     let listener = match inherited {
@@ -43,8 +46,13 @@ pub async fn spawn(
                 continue;
             };
             let registry = registry.clone();
+            let ready = ready.clone();
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(5), answer(conn, &registry)).await;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    answer(conn, &registry, ready.as_deref()),
+                )
+                .await;
             });
         }
     });
@@ -52,7 +60,11 @@ pub async fn spawn(
 }
 
 /// One request, one response, then the connection closes.
-async fn answer(mut conn: TcpStream, registry: &Registry) -> std::io::Result<()> {
+async fn answer(
+    mut conn: TcpStream,
+    registry: &Registry,
+    ready: Option<&ReadyProbe>,
+) -> std::io::Result<()> {
     let mut buf = vec![0u8; 8192];
     let mut len = 0;
     while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
@@ -69,10 +81,14 @@ async fn answer(mut conn: TcpStream, registry: &Registry) -> std::io::Result<()>
     let mut first = head.lines().next().unwrap_or("").split(' ');
     let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
-    let (status, body) = if method == "GET" && path == "/metrics" {
-        ("200 OK", registry.render())
-    } else {
-        ("404 Not Found", "404 page not found\n".to_string())
+    let (status, body) = match (method, path, ready) {
+        ("GET", "/metrics", _) => ("200 OK", registry.render()),
+        // A real query through the cache (clusterdns_nodecache::ready).
+        ("GET", "/ready", Some(probe)) => match probe.check().await {
+            Ok(()) => ("200 OK", "OK\n".to_string()),
+            Err(why) => ("503 Service Unavailable", format!("{why}\n")),
+        },
+        _ => ("404 Not Found", "404 page not found\n".to_string()),
     };
     let resp = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

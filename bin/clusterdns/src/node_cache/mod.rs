@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use clusterdns_nodecache::ready::ReadyProbe;
 use clusterdns_nodecache::template::{self, DEFAULT_KUBEDNS_CM, KubeDnsConfig, TemplateError};
 use clusterdns_nodecache::{Agent, Flags, FlagsError, flags};
 use clusterdns_observe::metrics::Registry;
@@ -299,17 +300,31 @@ async fn run(f: Flags, version: String) -> ExitCode {
     // Serving: now the interception (upstream waits for the pidfile or
     // the first tick; we need neither).
     agent.setup_rules().await;
-    let metrics_listener =
-        match metrics_http::spawn(&f.metrics_listen_address, registry.clone(), metrics_fd).await {
-            Ok((addr, fd)) => {
-                info!("", "metrics on http://{addr}/metrics");
-                Some((addr, fd))
-            }
-            Err(e) => {
-                error!("", "metrics listener {}: {e}", f.metrics_listen_address);
-                None
-            }
-        };
+    let ready = f.ready_query.as_deref().and_then(|name| {
+        let p = ReadyProbe::new(&f.local_ips, f.dns_port, name);
+        match &p {
+            Some(p) => info!("", "/ready asks {} for {name}", p.target()),
+            None => error!("", "-ready-query {name:?} is not a domain name: no /ready"),
+        }
+        p.map(Arc::new)
+    });
+    let metrics_listener = match metrics_http::spawn(
+        &f.metrics_listen_address,
+        registry.clone(),
+        ready,
+        metrics_fd,
+    )
+    .await
+    {
+        Ok((addr, fd)) => {
+            info!("", "metrics on http://{addr}/metrics");
+            Some((addr, fd))
+        }
+        Err(e) => {
+            error!("", "metrics listener {}: {e}", f.metrics_listen_address);
+            None
+        }
+    };
     // Serving: the next instance may take over from here.
     let (successors_tx, mut successors) = tokio::sync::mpsc::unbounded_channel();
     let giving = Arc::new(AtomicBool::new(false));
