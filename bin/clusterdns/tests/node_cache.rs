@@ -275,6 +275,14 @@ impl Lab {
             .args(["-metrics-listen-address", "127.0.0.1:9353"])
             .arg("-pidfile")
             .arg(self.path("node-cache.pid"))
+            // The default path is the host's: every lab (and every other
+            // test run on the machine) would meet there, across network
+            // namespaces. The lab's own directory, unless a test says.
+            .args(if extra.contains(&"-handover-socket") {
+                vec![]
+            } else {
+                vec!["-handover-socket".into(), self.path("handover.sock")]
+            })
             .args(extra)
             .env("KUBE_DNS_UPSTREAM_SERVICE_HOST", self.net.upstream)
             .stdout(log.try_clone().unwrap())
