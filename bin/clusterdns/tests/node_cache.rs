@@ -765,13 +765,24 @@ fn ipv6_end_to_end_in_both_modes() {
 /// Runs dnsperf from the pod at `server` (1000 q/s for `secs` s) while
 /// `during` runs; (sent, lost).
 fn under_load(lab: &Lab, server: &str, secs: u32, during: impl FnOnce()) -> (u64, u64) {
+    under_load_over(lab, server, "udp", secs, during)
+}
+
+/// As `under_load`, over `mode` (dnsperf's `-m`: udp or tcp).
+fn under_load_over(
+    lab: &Lab,
+    server: &str,
+    mode: &str,
+    secs: u32,
+    during: impl FnOnce(),
+) -> (u64, u64) {
     let qfile = lab.path("queries");
     std::fs::write(&qfile, format!("{KUBERNETES} A\nwww.example.org A\n")).unwrap();
     let perf = Command::new("ip")
         .args([
             "netns", "exec", &lab.pod, "dnsperf", "-s", server, "-Q", "1000", "-t", "1",
         ])
-        .args(["-l", &secs.to_string(), "-d"])
+        .args(["-m", mode, "-l", &secs.to_string(), "-d"])
         .arg(&qfile)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -992,14 +1003,14 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
     lab.start_cluster_dns();
     let sock = lab.path("run/node-cache.sock");
     let sock = sock.to_str().unwrap().to_string();
-    for (mode, rounds) in [("crashsafe", 10), ("iptables", 3)] {
+    for (mode, rounds, over) in [
+        ("crashsafe", 10, "udp"),
+        ("iptables", 3, "udp"),
+        ("crashsafe", 3, "tcp"),
+    ] {
         let flags = ["-interception", mode, "-handover-socket", &sock];
-        let mut old = Running(Some(lab.start_agent_as(
-            TEMPLATE,
-            &flags,
-            &format!("{mode}0.log"),
-        )));
-        let mut old_log = format!("{mode}0.log");
+        let mut old_log = format!("{mode}{over}0.log");
+        let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, &old_log)));
         lab.wait_answer(V4.cluster, WHO, false, "198.51.100.1");
         wait_for("the interception", Duration::from_secs(10), || {
             interception(&lab, mode).contains(V4.local)
@@ -1008,7 +1019,7 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
         for round in 1..=rounds {
             // Both addresses: the ClusterIP and the link-local one.
             let target = if round % 2 == 1 { V4.cluster } else { V4.local };
-            let new_log = format!("{mode}{round}.log");
+            let new_log = format!("{mode}{over}{round}.log");
             let watching = std::sync::atomic::AtomicBool::new(true);
             let mut changed = Vec::new();
             let mut new = None;
@@ -1023,7 +1034,7 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
                     }
                     seen
                 });
-                let r = under_load(&lab, target, 2, || {
+                let r = under_load_over(&lab, target, over, 2, || {
                     std::thread::sleep(Duration::from_millis(400));
                     let n = Running(Some(lab.start_agent_as(TEMPLATE, &flags, &new_log)));
                     wait_for("the hand-over", Duration::from_secs(10), || {
@@ -1042,7 +1053,7 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
             });
             let log = lab.log_of(&old_log);
             eprintln!(
-                "{mode} round {round} @{target}: {lost} of {sent} queries lost during the upgrade"
+                "{mode} round {round} @{target} over {over}: {lost} of {sent} queries lost during the upgrade"
             );
             assert!(sent >= 1500, "{sent}");
             assert_eq!(

@@ -269,6 +269,12 @@ pub(crate) async fn serve(
     }
 }
 
+/// How long a connection of a stopped listener waits for the client's
+/// next query before it closes: a client sending back to back is served
+/// on, one that paused moves to the listener's successor (the next
+/// process serving the same socket) with its next connection.
+const DRAIN_PAUSE: Duration = Duration::from_millis(100);
+
 /// Waits until no connection is open.
 async fn drain(conns: &Conns) {
     while conns.live.load(Ordering::Relaxed) > 0 {
@@ -316,25 +322,46 @@ async fn connection(
     let mut out = Vec::with_capacity(512);
     let mut first = true;
     let mut served: u32 = 0;
+    // Once the listener stops, the connection is served for as long as the
+    // client keeps sending (queries it already sent are answered, not cut
+    // off), and closed at its first pause.
+    let mut draining = *stop.borrow();
     loop {
         let limits = mux.load().tcp;
         if limits.max_queries.is_some_and(|m| served >= m) {
             return;
         }
         served = served.saturating_add(1);
-        let wait = if first { limits.read } else { limits.idle };
-        first = false;
         if !enter(conns, me, state::IDLE, true) {
             return;
         }
-        let len = tokio::select! {
-            r = tokio::time::timeout(wait, stream.read_u16()) => match r {
-                Ok(Ok(len)) => usize::from(len),
+        let len = loop {
+            let wait = if draining {
+                DRAIN_PAUSE
+            } else if first {
+                limits.read
+            } else {
+                limits.idle
+            };
+            // Readiness first: unlike reading the length, waiting for it
+            // can be given up without losing a byte of the stream.
+            let woke = tokio::select! {
+                r = tokio::time::timeout(wait, stream.readable()) => r.is_ok_and(|r| r.is_ok()),
+                _ = me.kill.notified() => return,
+                _ = stop.changed(), if !draining => {
+                    draining = true;
+                    continue;
+                }
+            };
+            if !woke {
+                return;
+            }
+            match tokio::time::timeout(limits.read, stream.read_u16()).await {
+                Ok(Ok(len)) => break usize::from(len),
                 _ => return,
-            },
-            _ = me.kill.notified() => return,
-            _ = stop.changed() => return,
+            }
         };
+        first = false;
         if len == 0 || !enter(conns, me, state::BUSY, false) {
             return;
         }

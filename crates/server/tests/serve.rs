@@ -23,6 +23,12 @@ fn options(corefile: &std::path::Path) -> Options {
     }
 }
 
+/// Held by the tests that bind port 0 and query over TCP: the server
+/// takes the UDP port the kernel chose for TCP too, which fails when a
+/// concurrent test's dig happens to hold that port as its ephemeral TCP
+/// source port.
+static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The caller's runtime, as a binary builds it.
 fn runtime(workers: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -48,6 +54,7 @@ fn dig(addr: SocketAddr, name: &str, qtype: &str, tcp: bool) -> String {
 
 #[test]
 fn serves_once_bound_reloads_and_stops_when_asked() {
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let corefile = dir.path().join("Corefile");
     std::fs::write(
@@ -122,9 +129,21 @@ fn an_invalid_corefile_never_serves() {
 /// everything, over UDP and TCP, on sockets that were never unbound.
 #[test]
 fn a_successor_adopts_the_sockets_and_the_port_stays_bound() {
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    // A port free for UDP and TCP alike (port 0 lets the kernel pick a UDP
+    // port whose TCP twin a client elsewhere on the machine may hold).
+    let port = (0..100)
+        .find_map(|_| {
+            let t = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            let p = t.local_addr().ok()?.port();
+            std::net::UdpSocket::bind(("127.0.0.1", p)).ok().map(|_| p)
+        })
+        .expect("a free port");
     let zone = |ip: &str| {
-        format!(".:0 {{\n    bind 127.0.0.1\n    hosts {{\n        {ip} web.example.\n    }}\n}}\n")
+        format!(
+            ".:{port} {{\n    bind 127.0.0.1\n    hosts {{\n        {ip} web.example.\n    }}\n}}\n"
+        )
     };
     let (old_cf, new_cf) = (dir.path().join("old"), dir.path().join("new"));
     std::fs::write(&old_cf, zone("10.1.2.3")).unwrap();
@@ -132,7 +151,10 @@ fn a_successor_adopts_the_sockets_and_the_port_stays_bound() {
     let rt = runtime(2);
     let (mut old, ctl) = control();
     let old_task = rt.spawn(serve(options(&old_cf), ctl));
-    let addr = rt.block_on(old.serving()).expect("old serves").dns[0];
+    let Some(serving) = rt.block_on(old.serving()) else {
+        panic!("old does not serve: {:?}", rt.block_on(old_task).unwrap());
+    };
+    let addr = serving.dns[0];
     let sockets = rt.block_on(old.exporter().sockets()).expect("the sockets");
     let udp = sockets
         .iter()
