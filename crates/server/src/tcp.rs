@@ -343,10 +343,13 @@ async fn connection(
             } else {
                 limits.idle
             };
-            // Readiness first: unlike reading the length, waiting for it
-            // can be given up without losing a byte of the stream.
+            // A byte first, peeked: unlike reading the length, waiting for
+            // it can be given up without losing a byte of the stream (and,
+            // unlike waiting for readiness, it does not return at once on
+            // readiness left over from the last read).
+            let mut one = [0u8; 1];
             let woke = tokio::select! {
-                r = tokio::time::timeout(wait, stream.readable()) => r.is_ok_and(|r| r.is_ok()),
+                r = tokio::time::timeout(wait, stream.peek(&mut one)) => matches!(r, Ok(Ok(n)) if n > 0),
                 _ = me.kill.notified() => return,
                 _ = stop.changed(), if !draining => {
                     draining = true;
