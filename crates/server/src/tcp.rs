@@ -335,35 +335,31 @@ async fn connection(
         if !enter(conns, me, state::IDLE, true) {
             return;
         }
-        let len = loop {
-            let wait = if draining {
+        // The length, read as it comes: `read` is cancel-safe (a read the
+        // select gives up read nothing), so a stop while waiting loses no
+        // byte of the stream.
+        let mut lb = [0u8; 2];
+        let mut have = 0;
+        while have < 2 {
+            let wait = if have > 0 {
+                limits.read
+            } else if draining {
                 DRAIN_PAUSE
             } else if first {
                 limits.read
             } else {
                 limits.idle
             };
-            // A byte first, peeked: unlike reading the length, waiting for
-            // it can be given up without losing a byte of the stream (and,
-            // unlike waiting for readiness, it does not return at once on
-            // readiness left over from the last read).
-            let mut one = [0u8; 1];
-            let woke = tokio::select! {
-                r = tokio::time::timeout(wait, stream.peek(&mut one)) => matches!(r, Ok(Ok(n)) if n > 0),
+            tokio::select! {
+                r = tokio::time::timeout(wait, stream.read(&mut lb[have..])) => match r {
+                    Ok(Ok(n)) if n > 0 => have += n,
+                    _ => return,
+                },
                 _ = me.kill.notified() => return,
-                _ = stop.changed(), if !draining => {
-                    draining = true;
-                    continue;
-                }
-            };
-            if !woke {
-                return;
+                _ = stop.changed(), if !draining => draining = true,
             }
-            match tokio::time::timeout(limits.read, stream.read_u16()).await {
-                Ok(Ok(len)) => break usize::from(len),
-                _ => return,
-            }
-        };
+        }
+        let len = usize::from(u16::from_be_bytes(lb));
         first = false;
         if len == 0 || !enter(conns, me, state::BUSY, false) {
             return;
