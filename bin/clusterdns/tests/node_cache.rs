@@ -1197,3 +1197,35 @@ fn ready_is_a_real_query_through_the_cache() {
     assert!(wait_exit(agent.child(), Duration::from_secs(15)).success());
     agent.0 = None;
 }
+
+/// A successor that took the sockets over and then died (kill -9) leaves
+/// the old instance in charge: it still serves, and on SIGTERM tears down
+/// as usual, since nobody would be left to serve.
+#[test]
+fn a_dead_successor_leaves_the_old_instance_in_charge() {
+    let Some(mut lab) = Lab::new("d") else { return };
+    lab.start_cluster_dns();
+    let flags = ["-interception", "crashsafe"];
+    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let mut new = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "new.log")));
+    wait_for("the hand-over", Duration::from_secs(10), || {
+        lab.log_of("old.log").contains("serves on our")
+    });
+    signal(new.child(), "KILL");
+    wait_exit(new.child(), Duration::from_secs(5));
+    new.0 = None;
+    // The old instance's sockets never closed: it answers on.
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    lab.wait_answer(V4.cluster, WHO, true, "198.51.100.1");
+    signal(old.child(), "TERM");
+    assert!(wait_exit(old.child(), Duration::from_secs(15)).success());
+    old.0 = None;
+    let log = lab.log_of("old.log");
+    assert!(
+        log.contains("the successor has gone: tearing down"),
+        "{log}"
+    );
+    assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+    assert!(!lab.node("ip link show").contains("nodelocaldns"));
+}
