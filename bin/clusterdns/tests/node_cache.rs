@@ -1229,3 +1229,42 @@ fn a_dead_successor_leaves_the_old_instance_in_charge() {
     assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
     assert!(!lab.node("ip link show").contains("nodelocaldns"));
 }
+
+/// A new instance whose Corefile is bad takes the sockets, fails before it
+/// serves and exits: it touches nothing, and the running instance serves
+/// on with its interception intact.
+#[test]
+fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
+    let Some(mut lab) = Lab::new("f") else { return };
+    lab.start_cluster_dns();
+    let flags = ["-interception", "crashsafe"];
+    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    wait_for("the interception", Duration::from_secs(10), || {
+        interception(&lab, "crashsafe").contains(V4.local)
+    });
+    let before = interception(&lab, "crashsafe");
+    let bad = TEMPLATE.replace("    errors\n    cache 30\n", "    no_such_plugin\n");
+    let mut new = Running(Some(lab.start_agent_as(&bad, &flags, "new.log")));
+    let st = wait_exit(new.child(), Duration::from_secs(15));
+    new.0 = None;
+    assert!(!st.success(), "{}", lab.log_of("new.log"));
+    assert!(
+        lab.log_of("new.log").contains("taking over from process"),
+        "{}",
+        lab.log_of("new.log")
+    );
+    assert_eq!(interception(&lab, "crashsafe"), before);
+    assert!(lab.node("ip link show").contains("nodelocaldns"));
+    assert_eq!(lab.dig(V4.cluster, WHO, false), "198.51.100.1");
+    assert_eq!(lab.dig(V4.local, WHO, true), "198.51.100.1");
+    wait_for(
+        "the failed hand-over logged",
+        Duration::from_secs(10),
+        || lab.log_of("old.log").contains("hand-over to process"),
+    );
+    signal(old.child(), "TERM");
+    assert!(wait_exit(old.child(), Duration::from_secs(15)).success());
+    old.0 = None;
+    assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+}
