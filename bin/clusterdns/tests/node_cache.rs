@@ -963,6 +963,13 @@ impl Running {
     fn child(&mut self) -> &mut Child {
         self.0.as_mut().unwrap()
     }
+
+    /// SIGTERM, and a clean exit within 15 s.
+    fn terminate(&mut self) {
+        signal(self.child(), "TERM");
+        assert!(wait_exit(self.child(), Duration::from_secs(15)).success());
+        self.0 = None;
+    }
 }
 
 impl Drop for Running {
@@ -1077,9 +1084,7 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
             old_log = new_log;
         }
         // The last one, with no successor, tears down as usual.
-        signal(old.child(), "TERM");
-        assert!(wait_exit(old.child(), Duration::from_secs(15)).success());
-        old.0 = None;
+        old.terminate();
         assert!(
             !interception(&lab, mode).contains(V4.local),
             "{}",
@@ -1146,9 +1151,7 @@ fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
         lab.start_agent(TEMPLATE, &["-interception", "crashsafe"]),
     ));
     lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
-    signal(agent.child(), "TERM");
-    assert!(wait_exit(agent.child(), Duration::from_secs(15)).success());
-    agent.0 = None;
+    agent.terminate();
     assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
 }
 
@@ -1193,9 +1196,7 @@ fn ready_is_a_real_query_through_the_cache() {
     wait_for("ready again", Duration::from_secs(10), || {
         ready(&lab) == "OK\n 200"
     });
-    signal(agent.child(), "TERM");
-    assert!(wait_exit(agent.child(), Duration::from_secs(15)).success());
-    agent.0 = None;
+    agent.terminate();
 }
 
 /// A successor that took the sockets over and then died (kill -9) leaves
@@ -1218,9 +1219,7 @@ fn a_dead_successor_leaves_the_old_instance_in_charge() {
     // The old instance's sockets never closed: it answers on.
     lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
     lab.wait_answer(V4.cluster, WHO, true, "198.51.100.1");
-    signal(old.child(), "TERM");
-    assert!(wait_exit(old.child(), Duration::from_secs(15)).success());
-    old.0 = None;
+    old.terminate();
     let log = lab.log_of("old.log");
     assert!(
         log.contains("the successor has gone: tearing down"),
@@ -1263,8 +1262,6 @@ fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
         Duration::from_secs(10),
         || lab.log_of("old.log").contains("hand-over to process"),
     );
-    signal(old.child(), "TERM");
-    assert!(wait_exit(old.child(), Duration::from_secs(15)).success());
-    old.0 = None;
+    old.terminate();
     assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
 }
