@@ -27,6 +27,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 import dnsq  # noqa: E402
 import k8s  # noqa: E402
+import nodecache  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 OUT = os.path.join(ROOT, "target", "bench")
@@ -35,12 +36,14 @@ SERVERS = ["clusterdns", "coredns", "unbound", "ceiling"]
 DNSPERF_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster"]
 K8S_SCENARIOS = ["search-path", "cluster", "memory", "propagation", "startup", "memory-pods"]
 ALL_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster",
-                 "memory", "propagation", "startup", "memory-pods"]
+                 "node-cache", "memory", "propagation", "startup", "memory-pods"]
 SERVER_CPU = "1"
 CLIENT_CPU = "0"
 
-CLUSTERDNS = os.path.join(ROOT, "target", "release", "clusterdns")
-COREDNS = os.path.join(ROOT, ".rig", "bin", "coredns")
+# CLUSTERDNS_BIN: another build (a smoke run of a debug build; its figures
+# mean nothing).
+CLUSTERDNS = os.environ.get("CLUSTERDNS_BIN") or os.path.join(ROOT, "target", "release", "clusterdns")
+COREDNS = os.environ.get("COREDNS_BIN") or os.path.join(ROOT, ".rig", "bin", "coredns")
 CEILING = os.path.join(OUT, "ceiling")
 UNBOUND = "/usr/sbin/unbound"
 
@@ -159,8 +162,11 @@ def pct(sorted_xs, q):
 # --------------------------------------------------------------------------
 
 def dnsperf(port: int, qfile: str, duration: int, qps: int | None = None, verbose: bool = False,
-            passes: int | None = None, clients: int = 32, outstanding: int = 500) -> dict:
-    args = ["taskset", "-c", CLIENT_CPU, "dnsperf", "-s", "127.0.0.1", "-p", str(port),
+            passes: int | None = None, clients: int = 32, outstanding: int = 500,
+            server: str = "127.0.0.1", netns: str | None = None) -> dict:
+    """dnsperf at SERVER:PORT (from network namespace NETNS when given)."""
+    args = ["ip", "netns", "exec", netns] if netns else []
+    args += ["taskset", "-c", CLIENT_CPU, "dnsperf", "-s", server, "-p", str(port),
             "-d", qfile, "-l", str(duration), "-c", str(clients), "-q", str(outstanding),
             "-t", "2"]
     if qps:
@@ -1146,6 +1152,8 @@ def main() -> int:
     try:
         for name in [n for n in chosen if n in DNSPERF_SCENARIOS and n not in K8S_SCENARIOS]:
             rows += run_dnsperf_scenario(ctx, name)
+        if "node-cache" in chosen:
+            rows += nodecache.run(ctx, sys.modules[__name__])
         k8s_chosen = [n for n in chosen if n in K8S_SCENARIOS]
         if k8s_chosen:
             log("== kubernetes scenarios: " + ", ".join(k8s_chosen))

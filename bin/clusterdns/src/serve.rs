@@ -105,6 +105,7 @@ pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
         udp_workers: None,
         banner: version,
         metrics: None,
+        inherited: Default::default(),
     };
     let rt = match crate::process::runtime() {
         Ok(rt) => rt,

@@ -699,11 +699,16 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
     let probe = &c["livenessProbe"]["httpGet"];
     assert_eq!(probe["host"].as_str(), Some("169.254.20.10"));
     assert_eq!(probe["port"].as_u64(), Some(8080));
-    // No hand-over between two caches on a node: upstream's strategy.
+    // The new pod takes the old one's sockets over: a surge, never a gap,
+    // and no host ports that would keep the surge pod off the node.
     assert_eq!(
         serde_json::to_value(&ds["spec"]["updateStrategy"]).expect("json"),
-        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}})
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}})
     );
+    assert!(c.get("ports").is_none());
+    let ready = &c["readinessProbe"]["httpGet"];
+    assert_eq!(ready["path"].as_str(), Some("/ready"));
+    assert_eq!(ready["port"].as_u64(), Some(9353));
     let mounts: Vec<&str> = c["volumeMounts"]
         .as_sequence()
         .expect("mounts")
@@ -712,7 +717,12 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
         .collect();
     assert_eq!(
         mounts,
-        ["/run/xtables.lock", "/etc/coredns", "/etc/kube-dns"]
+        [
+            "/run/xtables.lock",
+            "/etc/coredns",
+            "/etc/kube-dns",
+            "/run/clusterdns"
+        ]
     );
 
     let template = objs["ConfigMap/kube-system/node-local-dns"]["data"]["Corefile"]

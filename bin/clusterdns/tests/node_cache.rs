@@ -245,6 +245,11 @@ impl Lab {
 
     /// Starts the agent in the node namespace with `extra` flags.
     fn start_agent(&self, template: &str, extra: &[&str]) -> Child {
+        self.start_agent_as(template, extra, "agent.log")
+    }
+
+    /// As `start_agent`, logging to `log` (in the lab's directory).
+    fn start_agent_as(&self, template: &str, extra: &[&str], log: &str) -> Child {
         let base = self.path("base");
         std::fs::create_dir_all(&base).unwrap();
         std::fs::write(base.join("Corefile.base"), template).unwrap();
@@ -255,7 +260,7 @@ impl Lab {
             format!("[\"{}\"]", self.net.cdns),
         )
         .unwrap();
-        let log = std::fs::File::create(self.path("agent.log")).unwrap();
+        let log = std::fs::File::create(self.path(log)).unwrap();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.node, BIN, "node-cache"])
             .arg("-localip")
@@ -270,6 +275,14 @@ impl Lab {
             .args(["-metrics-listen-address", "127.0.0.1:9353"])
             .arg("-pidfile")
             .arg(self.path("node-cache.pid"))
+            // The default path is the host's: every lab (and every other
+            // test run on the machine) would meet there, across network
+            // namespaces. The lab's own directory, unless a test says.
+            .args(if extra.contains(&"-handover-socket") {
+                vec![]
+            } else {
+                vec!["-handover-socket".into(), self.path("handover.sock")]
+            })
             .args(extra)
             .env("KUBE_DNS_UPSTREAM_SERVICE_HOST", self.net.upstream)
             .stdout(log.try_clone().unwrap())
@@ -278,7 +291,11 @@ impl Lab {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.path("agent.log")).unwrap_or_default()
+        self.log_of("agent.log")
+    }
+
+    fn log_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
     }
 
     /// `dig +short` from the pod.
@@ -311,11 +328,14 @@ impl Lab {
         }
     }
 
-    /// Asks 10.96.0.10 for `KUBERNETES` from a thread inside the pod's
-    /// namespace, every 20 ms (each try waiting 100 ms), until answered;
-    /// the time from `since` to that answer.
-    fn first_answer_after(&self, since: Instant, within: Duration) -> Duration {
+    /// Asks `server` for `KUBERNETES` from a thread inside the pod's
+    /// namespace, every 20 ms (each try waiting 100 ms), until answered
+    /// from `server`'s address (a connected socket, as a stub resolver
+    /// uses: a reply from another source is not taken); the time from
+    /// `since` to that answer.
+    fn first_answer_after(&self, server: &str, since: Instant, within: Duration) -> Duration {
         let ns = std::fs::File::open(format!("/run/netns/{}", self.pod)).unwrap();
+        let server: std::net::SocketAddr = format!("{server}:53").parse().unwrap();
         std::thread::spawn(move || {
             use std::os::fd::AsRawFd;
             #[allow(unsafe_code)]
@@ -323,6 +343,7 @@ impl Lab {
             let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
             assert_eq!(rc, 0, "setns");
             let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            sock.connect(server).unwrap();
             sock.set_read_timeout(Some(Duration::from_millis(100)))
                 .unwrap();
             let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
@@ -334,8 +355,8 @@ impl Lab {
             let mut buf = [0u8; 512];
             loop {
                 assert!(since.elapsed() < within, "no answer within {within:?}");
-                if sock.send_to(&q, "10.96.0.10:53").is_ok()
-                    && let Ok((n, _)) = sock.recv_from(&mut buf)
+                if sock.send(&q).is_ok()
+                    && let Ok(n) = sock.recv(&mut buf)
                     // Our id, NOERROR, one answer or more.
                     && n > 12 && buf[..2] == [0x12, 0x34] && buf[3] & 0x0f == 0 && buf[7] > 0
                 {
@@ -528,7 +549,7 @@ fn crash_safe_mode_falls_back_at_once_on_kill_9() {
         // Queries are answered by the cluster DNS at once (the table and
         // the interface are still there: no teardown ran). Measured from
         // inside the pod's namespace without starting a process.
-        gap = lab.first_answer_after(killed, Duration::from_secs(5));
+        gap = lab.first_answer_after("10.96.0.10", killed, Duration::from_secs(5));
     });
     assert_eq!(lab.dig("10.96.0.10", KUBERNETES, false), "10.96.0.1");
     eprintln!("kill -9 under load: {lost} of {sent} queries lost");
@@ -744,13 +765,24 @@ fn ipv6_end_to_end_in_both_modes() {
 /// Runs dnsperf from the pod at `server` (1000 q/s for `secs` s) while
 /// `during` runs; (sent, lost).
 fn under_load(lab: &Lab, server: &str, secs: u32, during: impl FnOnce()) -> (u64, u64) {
+    under_load_over(lab, server, "udp", secs, during)
+}
+
+/// As `under_load`, over `mode` (dnsperf's `-m`: udp or tcp).
+fn under_load_over(
+    lab: &Lab,
+    server: &str,
+    mode: &str,
+    secs: u32,
+    during: impl FnOnce(),
+) -> (u64, u64) {
     let qfile = lab.path("queries");
     std::fs::write(&qfile, format!("{KUBERNETES} A\nwww.example.org A\n")).unwrap();
     let perf = Command::new("ip")
         .args([
             "netns", "exec", &lab.pod, "dnsperf", "-s", server, "-Q", "1000", "-t", "1",
         ])
-        .args(["-l", &secs.to_string(), "-d"])
+        .args(["-m", mode, "-l", &secs.to_string(), "-d"])
         .arg(&qfile)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -922,4 +954,314 @@ fn a_port_conflict_leaves_no_rules() {
         assert!(lab.nodelocal_rules().is_empty(), "{}", lab.log());
         assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
     }
+}
+
+/// An agent killed (SIGKILL) if the test ends without stopping it.
+struct Running(Option<Child>);
+
+impl Running {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+
+    /// SIGTERM, and a clean exit within 15 s.
+    fn terminate(&mut self) {
+        signal(self.child(), "TERM");
+        assert!(wait_exit(self.child(), Duration::from_secs(15)).success());
+        self.0 = None;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What the interception looks like on the node: the crash-safe table
+/// or upstream's rules.
+fn interception(lab: &Lab, mode: &str) -> String {
+    if mode == "crashsafe" {
+        lab.node("nft list table ip clusterdns_nodecache 2>&1")
+    } else {
+        lab.nodelocal_rules().join("\n")
+    }
+}
+
+fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < within, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A DaemonSet rolling update with `maxSurge: 1, maxUnavailable: 0`: the
+/// new pod's instance starts beside the running one and takes its
+/// sockets over the hand-over socket; then the old one gets SIGTERM. Under
+/// dnsperf load from the pod, ten times in a row: not a query lost, and
+/// the interception never changes (watched every few milliseconds).
+#[test]
+fn upgrade_hands_the_sockets_over_without_losing_a_query() {
+    let Some(mut lab) = Lab::new("h") else { return };
+    lab.start_cluster_dns();
+    let sock = lab.path("run/node-cache.sock");
+    let sock = sock.to_str().unwrap().to_string();
+    for (mode, rounds, over) in [
+        ("crashsafe", 10, "udp"),
+        ("iptables", 3, "udp"),
+        ("crashsafe", 3, "tcp"),
+    ] {
+        let flags = ["-interception", mode, "-handover-socket", &sock];
+        let mut old_log = format!("{mode}{over}0.log");
+        let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, &old_log)));
+        lab.wait_answer(V4.cluster, WHO, false, "198.51.100.1");
+        wait_for("the interception", Duration::from_secs(10), || {
+            interception(&lab, mode).contains(V4.local)
+        });
+        let before = interception(&lab, mode);
+        for round in 1..=rounds {
+            // Both addresses: the ClusterIP and the link-local one.
+            let target = if round % 2 == 1 { V4.cluster } else { V4.local };
+            let new_log = format!("{mode}{over}{round}.log");
+            let watching = std::sync::atomic::AtomicBool::new(true);
+            let mut changed = Vec::new();
+            let mut new = None;
+            let (sent, lost) = std::thread::scope(|s| {
+                let watcher = s.spawn(|| {
+                    let mut seen = Vec::new();
+                    while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                        let now = interception(&lab, mode);
+                        if now != before {
+                            seen.push(now);
+                        }
+                    }
+                    seen
+                });
+                let r = under_load_over(&lab, target, over, 2, || {
+                    std::thread::sleep(Duration::from_millis(400));
+                    let n = Running(Some(lab.start_agent_as(TEMPLATE, &flags, &new_log)));
+                    wait_for("the hand-over", Duration::from_secs(10), || {
+                        lab.log_of(&old_log).contains("serves on our")
+                    });
+                    std::thread::sleep(Duration::from_millis(300));
+                    signal(old.child(), "TERM");
+                    let st = wait_exit(old.child(), Duration::from_secs(15));
+                    assert!(st.success(), "{}", lab.log_of(&old_log));
+                    old.0 = None;
+                    new = Some(n);
+                });
+                watching.store(false, std::sync::atomic::Ordering::SeqCst);
+                changed = watcher.join().unwrap();
+                r
+            });
+            let log = lab.log_of(&old_log);
+            eprintln!(
+                "{mode} round {round} @{target} over {over}: {lost} of {sent} queries lost during the upgrade"
+            );
+            assert!(sent >= 1500, "{sent}");
+            assert_eq!(
+                lost,
+                0,
+                "{mode} round {round}: old:\n{log}\nnew:\n{}",
+                lab.log_of(&new_log)
+            );
+            assert!(
+                changed.is_empty(),
+                "{mode} round {round}: the interception changed during the upgrade: {changed:?}"
+            );
+            assert!(log.contains("handing over to process"), "{log}");
+            assert!(
+                lab.log_of(&new_log).contains("taking over from process"),
+                "{}",
+                lab.log_of(&new_log)
+            );
+            assert_eq!(lab.dig(target, KUBERNETES, true), "10.96.0.1");
+            old = new.unwrap();
+            old_log = new_log;
+        }
+        // The last one, with no successor, tears down as usual.
+        old.terminate();
+        assert!(
+            !interception(&lab, mode).contains(V4.local),
+            "{}",
+            lab.log_of(&old_log)
+        );
+        assert!(!std::path::Path::new(&sock).exists());
+    }
+}
+
+/// Crash-safe mode's fallback for the link-local address: kill -9 under
+/// dnsperf load from the pod at 169.254.20.10, and the answers come from
+/// the cluster DNS (through kube-dns-upstream) within a second, from the
+/// address the pod asked.
+#[test]
+fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
+    let Some(mut lab) = Lab::new("l") else { return };
+    lab.start_cluster_dns();
+    let mut agent = Running(Some(
+        lab.start_agent(TEMPLATE, &["-interception", "crashsafe"]),
+    ));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    assert!(
+        lab.log()
+            .contains("the link-local address falls back to 10.96.0.11"),
+        "{}",
+        lab.log()
+    );
+    wait_for("the table", Duration::from_secs(10), || {
+        interception(&lab, "crashsafe").contains("ip daddr set 10.96.0.11")
+    });
+    // While we serve, the fallback stays out of the way: over UDP and TCP
+    // the node-local cache answers the link-local address.
+    assert_eq!(lab.dig(V4.local, WHO, true), "198.51.100.1");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut gap = Duration::ZERO;
+    let (sent, lost) = under_load(&lab, V4.local, 3, || {
+        std::thread::sleep(Duration::from_secs(1));
+        signal(agent.child(), "KILL");
+        let killed = Instant::now();
+        gap = lab.first_answer_after(V4.local, killed, Duration::from_secs(5));
+        wait_exit(agent.child(), Duration::from_secs(5));
+        agent.0 = None;
+    });
+    eprintln!("link-local, kill -9 under load: {lost} of {sent} queries lost");
+    eprintln!("link-local, kill -9 -> first answer from cluster DNS: {gap:?}");
+    assert!(sent >= 2500, "{sent}");
+    assert!(lost * 100 <= sent, "{lost} of {sent}");
+    assert!(gap < Duration::from_secs(1), "{gap:?}");
+    // The table as listed is the table as made: installed once, never
+    // "added back" by the syncs of every second since.
+    assert_eq!(
+        lab.log().matches("Added back nodelocaldns table").count(),
+        1,
+        "{}",
+        lab.log()
+    );
+    // Answered by the cluster DNS, over UDP and TCP, at the address asked
+    // (dig checks the reply's source): it knows nothing of nodelocal.test.
+    assert_eq!(lab.dig(V4.local, KUBERNETES, false), "10.96.0.1");
+    assert_eq!(lab.dig(V4.local, KUBERNETES, true), "10.96.0.1");
+    assert_eq!(lab.dig(V4.local, WHO, false), "");
+    // A new instance takes the address back at once.
+    let mut agent = Running(Some(
+        lab.start_agent(TEMPLATE, &["-interception", "crashsafe"]),
+    ));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    agent.terminate();
+    assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+}
+
+/// `/ready` on the agent's metrics listener is a real query through the
+/// cache at the link-local address: ready while it is answered; with the
+/// cluster DNS gone and nothing cached, not ready, saying why; ready
+/// again once the cluster DNS is back.
+#[test]
+fn ready_is_a_real_query_through_the_cache() {
+    let Some(mut lab) = Lab::new("r") else { return };
+    lab.start_cluster_dns();
+    // No cache in the cluster zone, so each probe goes to the cluster DNS.
+    let template = TEMPLATE.replace(
+        "    cache {\n        success 9984 30\n        denial 9984 5\n    }\n",
+        "",
+    );
+    let mut agent = Running(Some(lab.start_agent(&template, &[])));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let ready = |lab: &Lab| lab.node("curl -s -w ' %{http_code}' http://127.0.0.1:9353/ready");
+    assert_eq!(ready(&lab), "OK\n 200", "{}", lab.log());
+    assert!(
+        lab.log().contains(&format!(
+            "/ready asks {}:53 for kubernetes.default.svc.cluster.local.",
+            V4.local
+        )),
+        "{}",
+        lab.log()
+    );
+    // The cluster DNS goes away.
+    for c in &mut lab.children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    lab.children.clear();
+    let not_ready = ready(&lab);
+    assert!(not_ready.ends_with(" 503"), "{not_ready}");
+    assert!(
+        not_ready.contains("kubernetes.default.svc.cluster.local."),
+        "{not_ready}"
+    );
+    lab.start_cluster_dns();
+    wait_for("ready again", Duration::from_secs(10), || {
+        ready(&lab) == "OK\n 200"
+    });
+    agent.terminate();
+}
+
+/// A successor that took the sockets over and then died (kill -9) leaves
+/// the old instance in charge: it still serves, and on SIGTERM tears down
+/// as usual, since nobody would be left to serve.
+#[test]
+fn a_dead_successor_leaves_the_old_instance_in_charge() {
+    let Some(mut lab) = Lab::new("d") else { return };
+    lab.start_cluster_dns();
+    let flags = ["-interception", "crashsafe"];
+    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let mut new = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "new.log")));
+    wait_for("the hand-over", Duration::from_secs(10), || {
+        lab.log_of("old.log").contains("serves on our")
+    });
+    signal(new.child(), "KILL");
+    wait_exit(new.child(), Duration::from_secs(5));
+    new.0 = None;
+    // The old instance's sockets never closed: it answers on.
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    lab.wait_answer(V4.cluster, WHO, true, "198.51.100.1");
+    old.terminate();
+    let log = lab.log_of("old.log");
+    assert!(
+        log.contains("the successor has gone: tearing down"),
+        "{log}"
+    );
+    assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
+    assert!(!lab.node("ip link show").contains("nodelocaldns"));
+}
+
+/// A new instance whose Corefile is bad takes the sockets, fails before it
+/// serves and exits: it touches nothing, and the running instance serves
+/// on with its interception intact.
+#[test]
+fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
+    let Some(mut lab) = Lab::new("f") else { return };
+    lab.start_cluster_dns();
+    let flags = ["-interception", "crashsafe"];
+    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
+    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    wait_for("the interception", Duration::from_secs(10), || {
+        interception(&lab, "crashsafe").contains(V4.local)
+    });
+    let before = interception(&lab, "crashsafe");
+    let bad = TEMPLATE.replace("    errors\n    cache 30\n", "    no_such_plugin\n");
+    let mut new = Running(Some(lab.start_agent_as(&bad, &flags, "new.log")));
+    let st = wait_exit(new.child(), Duration::from_secs(15));
+    new.0 = None;
+    assert!(!st.success(), "{}", lab.log_of("new.log"));
+    assert!(
+        lab.log_of("new.log").contains("taking over from process"),
+        "{}",
+        lab.log_of("new.log")
+    );
+    assert_eq!(interception(&lab, "crashsafe"), before);
+    assert!(lab.node("ip link show").contains("nodelocaldns"));
+    assert_eq!(lab.dig(V4.cluster, WHO, false), "198.51.100.1");
+    assert_eq!(lab.dig(V4.local, WHO, true), "198.51.100.1");
+    wait_for(
+        "the failed hand-over logged",
+        Duration::from_secs(10),
+        || lab.log_of("old.log").contains("hand-over to process"),
+    );
+    old.terminate();
+    assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
 }

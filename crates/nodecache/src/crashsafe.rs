@@ -24,6 +24,25 @@ pub struct CrashSafe {
     ips: Vec<IpAddr>,
     dns_port: u16,
     health_port: u16,
+    /// The upstream Service's ClusterIP, where the link-local addresses'
+    /// queries go while no socket of ours exists.
+    fallback: Option<IpAddr>,
+}
+
+/// The packet and conntrack mark bit of a query the fallback rewrote, so
+/// its replies get the link-local source back. Chosen clear of the bits
+/// kube-proxy (0x4000, 0x8000), Calico (0xffff0000), Cilium (0x0f00),
+/// the AWS VPC CNI (0x80) and Istio (0x539) use.
+pub const FALLBACK_MARK: u32 = 0x2000;
+
+/// Whether `ip` is link-local (169.254.0.0/16, fe80::/10): the addresses
+/// nothing but us answers, which need the fallback (a ClusterIP among
+/// `-localip` falls back through kube-proxy by itself).
+pub fn link_local(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => a.segments()[0] & 0xffc0 == 0xfe80,
+    }
 }
 
 impl CrashSafe {
@@ -39,51 +58,106 @@ impl CrashSafe {
             ips: ips.to_vec(),
             dns_port,
             health_port,
+            fallback: None,
         }
+    }
+
+    /// With the link-local fallback to `upstream` (the upstream Service's
+    /// ClusterIP, of the same family) for the first link-local address,
+    /// when there is one.
+    pub fn with_fallback(mut self, upstream: Option<IpAddr>) -> Self {
+        self.fallback = upstream
+            .filter(|u| u.is_ipv6() == (self.family == "ip6") && self.ips.iter().any(link_local));
+        self
+    }
+
+    /// The upstream Service the link-local addresses fall back to.
+    pub fn fallback(&self) -> Option<IpAddr> {
+        self.fallback
     }
 
     /// The table's body, as `nft list table` prints it (so a listing can
     /// be compared with it).
     pub fn table(&self) -> String {
         // nft lists a set's elements sorted.
-        let mut ips = self.ips.clone();
-        ips.sort();
-        ips.dedup();
-        let set = ips
-            .iter()
-            .map(IpAddr::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let set = if ips.len() == 1 {
-            set
-        } else {
-            format!("{{ {set} }}")
+        let set = |ips: &[IpAddr]| {
+            let mut ips = ips.to_vec();
+            ips.sort();
+            ips.dedup();
+            let set = ips
+                .iter()
+                .map(IpAddr::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            if ips.len() == 1 {
+                set
+            } else {
+                format!("{{ {set} }}")
+            }
         };
+        let all = set(&self.ips);
         let a = self.family;
         let (p, h) = (self.dns_port, self.health_port);
         // prerouting: a query is untracked (so kube-proxy's DNAT does not
         // apply and it is delivered to the address on our link) only if a
-        // socket is bound for it. output: our replies, and the health
-        // probe, untracked as upstream does. Host-originated queries get
-        // no NOTRACK: at the output hook the socket match would find the
-        // client's own socket, so it cannot tell whether we are alive.
-        format!(
+        // socket is bound for it; `accept` then skips the fallback below.
+        // output: our replies, and the health probe, untracked as
+        // upstream does. Host-originated queries get no NOTRACK: at the
+        // output hook the socket match would find the client's own
+        // socket, so it cannot tell whether we are alive.
+        let mut t = format!(
             "table {a} {TABLE} {{\n\
              \tchain prerouting {{\n\
              \t\ttype filter hook prerouting priority raw; policy accept;\n\
-             \t\t{a} daddr {set} udp dport {p} socket transparent 0 notrack\n\
-             \t\t{a} daddr {set} tcp dport {p} socket transparent 0 notrack\n\
-             \t}}\n\
+             \t\t{a} daddr {all} udp dport {p} socket transparent 0 notrack accept\n\
+             \t\t{a} daddr {all} tcp dport {p} socket transparent 0 notrack accept\n"
+        );
+        let mut chains = String::new();
+        if let Some(up) = self.fallback {
+            // The link-local fallback: with no socket of ours, the query's
+            // destination becomes the upstream Service before conntrack
+            // sees it (so kube-proxy's DNAT sends it on: a DNAT of ours
+            // could not be translated again), marked so that its
+            // connection is; the replies, once conntrack has put the
+            // ClusterIP back as their source, get the link-local address
+            // the client asked.
+            // One address only: the reply's source must be the one asked,
+            // and the mark cannot say which of several it was.
+            let ll = self.ips.iter().copied().find(link_local).unwrap_or(up);
+            let m = format!("0x{FALLBACK_MARK:08x}");
+            let keep = format!("0x{:08x}", !FALLBACK_MARK);
+            for proto in ["udp", "tcp"] {
+                t.push_str(&format!(
+                    "\t\t{a} daddr {ll} {proto} dport {p} meta mark set meta mark | {m} {a} daddr set {up}\n"
+                ));
+            }
+            chains = format!(
+                "\n\
+                 \tchain fallback_mark {{\n\
+                 \t\ttype filter hook prerouting priority mangle; policy accept;\n\
+                 \t\tmeta mark & {m} == {m} ct mark set ct mark | {m} meta mark set meta mark & {keep}\n\
+                 \t}}\n\
+                 \n\
+                 \tchain fallback_reply {{\n\
+                 \t\ttype filter hook postrouting priority srcnat + 1; policy accept;\n\
+                 \t\tct direction reply ct mark & {m} == {m} {a} saddr set {ll}\n\
+                 \t}}\n"
+            );
+        }
+        t.push_str(&format!(
+            "\t}}\n\
+             {chains}\
              \n\
              \tchain output {{\n\
              \t\ttype filter hook output priority raw; policy accept;\n\
-             \t\t{a} saddr {set} udp sport {p} notrack\n\
-             \t\t{a} saddr {set} tcp sport {p} notrack\n\
-             \t\t{a} saddr {set} tcp sport {h} notrack\n\
-             \t\t{a} daddr {set} tcp dport {h} notrack\n\
+             \t\t{a} saddr {all} udp sport {p} notrack\n\
+             \t\t{a} saddr {all} tcp sport {p} notrack\n\
+             \t\t{a} saddr {all} tcp sport {h} notrack\n\
+             \t\t{a} daddr {all} tcp dport {h} notrack\n\
              \t}}\n\
              }}\n"
-        )
+        ));
+        t
     }
 
     /// The batch that creates or replaces the table atomically: declare
@@ -214,8 +288,27 @@ mod tests {
         ];
         let t = CrashSafe::new(&ips, 53, 8080).table();
         assert!(t.contains(
-            "\t\tip daddr { 10.96.0.10, 169.254.20.10 } udp dport 53 socket transparent 0 notrack\n"
+            "\t\tip daddr { 10.96.0.10, 169.254.20.10 } udp dport 53 socket transparent 0 notrack accept\n"
         ));
+        assert!(!t.contains("fallback"));
+        let up = Some("10.96.0.11".parse().expect("ip"));
+        let f = CrashSafe::new(&ips, 53, 8080).with_fallback(up).table();
+        assert!(f.contains(
+            "\t\tip daddr 169.254.20.10 tcp dport 53 meta mark set meta mark | 0x00002000 ip daddr set 10.96.0.11\n"
+        ));
+        assert!(f.contains(
+            "\t\tct direction reply ct mark & 0x00002000 == 0x00002000 ip saddr set 169.254.20.10\n"
+        ));
+        // No link-local address, or another family: no fallback.
+        let cluster_only = CrashSafe::new(&ips[1..], 53, 8080).with_fallback(up);
+        assert_eq!(cluster_only.fallback(), None);
+        let v6up = Some("fd00::11".parse().expect("ip"));
+        assert_eq!(
+            CrashSafe::new(&ips, 53, 8080)
+                .with_fallback(v6up)
+                .fallback(),
+            None
+        );
         let one = CrashSafe::new(&["fd00::10".parse().expect("ip")], 53, 8080);
         assert!(one.table().starts_with("table ip6 clusterdns_nodecache {"));
         assert!(

@@ -45,6 +45,12 @@ pub struct Flags {
     pub dns_port: u16,
     /// `-pidfile`.
     pub pidfile: Option<String>,
+    /// `-ready-query` (beyond upstream): the name `/ready` asks; `None`
+    /// when `""`.
+    pub ready_query: Option<String>,
+    /// `-handover-socket` (beyond upstream): where a new instance takes
+    /// over the running one's sockets; `None` when `""`.
+    pub handover_socket: Option<String>,
     /// `-quiet`.
     pub quiet: bool,
     /// `-plugins`.
@@ -120,6 +126,12 @@ const FLAGS: &[(&str, Kind, &str, &str)] = &[
     ),
     ("dns.port", Kind::Str, "53", "Default port"),
     (
+        "handover-socket",
+        Kind::Str,
+        "/run/clusterdns/node-cache.sock",
+        "unix socket where a new instance takes over the running one's listening sockets (beyond upstream; \"\" disables)",
+    ),
+    (
         "health-port",
         Kind::Str,
         "8080",
@@ -169,6 +181,12 @@ const FLAGS: &[(&str, Kind, &str, &str)] = &[
         Kind::Bool,
         "false",
         "Quiet mode (no initialization output)",
+    ),
+    (
+        "ready-query",
+        Kind::Str,
+        "kubernetes.default.svc.cluster.local.",
+        "name that GET /ready on -metrics-listen-address asks the cache for (beyond upstream; \"\" disables /ready)",
     ),
     (
         "reloadwithsignal",
@@ -418,6 +436,14 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
         }
     };
     let pidfile = Some(v.get("pidfile").to_string()).filter(|p| !p.is_empty());
+    let ready_query = Some(v.get("ready-query").to_string()).filter(|p| !p.is_empty());
+    if let Some(q) = &ready_query
+        && clusterdns_wire::Name::from_ascii(q).is_err()
+    {
+        return Err(FlagsError::Invalid(format!(
+            "invalid ready-query specified - {q:?}"
+        )));
+    }
     Ok(Flags {
         local_ips,
         local_ip_str,
@@ -437,6 +463,8 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
         reload_with_signal: v.bool("reloadwithsignal"),
         dns_port,
         pidfile,
+        ready_query,
+        handover_socket: Some(v.get("handover-socket").to_string()).filter(|p| !p.is_empty()),
         quiet: v.bool("quiet"),
         plugins: v.bool("plugins"),
         version: v.bool("version"),
@@ -550,6 +578,17 @@ mod tests {
     #[test]
     fn errors_are_upstreams() {
         let e = |a: &[&str]| p(a).unwrap_err();
+        assert_eq!(
+            e(&[
+                "-localip",
+                "169.254.20.10",
+                "-conf",
+                "/c",
+                "-ready-query",
+                "a..b"
+            ]),
+            FlagsError::Invalid("invalid ready-query specified - \"a..b\"".into())
+        );
         assert_eq!(
             e(&["-bogus"]),
             FlagsError::Syntax("flag provided but not defined: -bogus".into())

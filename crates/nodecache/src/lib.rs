@@ -2,9 +2,11 @@
 
 pub mod crashsafe;
 pub mod flags;
+pub mod handover;
 pub mod iptables;
 pub mod metrics;
 pub mod netif;
+pub mod ready;
 pub mod template;
 
 use std::path::Path;
@@ -59,6 +61,17 @@ impl Agent {
     /// Prepares the agent (opens netlink, detects the iptables backend)
     /// without changing anything on the node.
     pub async fn new(f: &Flags, reg: &Registry) -> Result<Self, AgentError> {
+        Self::with_fallback(f, reg, None).await
+    }
+
+    /// As [`Agent::new`]; in crash-safe mode the link-local address falls
+    /// back to `upstream` (the upstream Service's ClusterIP) while no
+    /// socket of ours exists.
+    pub async fn with_fallback(
+        f: &Flags,
+        reg: &Registry,
+        upstream: Option<std::net::IpAddr>,
+    ) -> Result<Self, AgentError> {
         let metrics = SetupMetrics::new(reg);
         let netif = if f.setup_interface {
             Some(Netif::new(
@@ -78,7 +91,8 @@ impl Agent {
             info!("", "interception: none (-setupiptables=false)");
             Mode::None
         } else {
-            let table = CrashSafe::new(&f.local_ips, f.dns_port, f.health_port);
+            let table =
+                CrashSafe::new(&f.local_ips, f.dns_port, f.health_port).with_fallback(upstream);
             let why_not = match f.interception {
                 Interception::Iptables => Some("-interception=iptables".to_string()),
                 _ => match crashsafe::wildcard_listener(f.dns_port) {
@@ -94,9 +108,15 @@ impl Agent {
             };
             match (why_not, f.interception) {
                 (None, _) => {
+                    let fallback = match table.fallback() {
+                        Some(up) => {
+                            format!("; the link-local address falls back to {up} meanwhile")
+                        }
+                        None => String::new(),
+                    };
                     info!(
                         "",
-                        "interception: crashsafe (nftables table {}: queries are intercepted only while our sockets exist)",
+                        "interception: crashsafe (nftables table {}: queries are intercepted only while our sockets exist{fallback})",
                         crashsafe::TABLE
                     );
                     // Upstream's rules can only be there if iptables is.
@@ -328,7 +348,10 @@ mod readme {
             "10.96.0.10".parse().expect("ip"),
             "169.254.20.10".parse().expect("ip"),
         ];
-        let table = crate::CrashSafe::new(&ips, 53, 8080).table();
+        let upstream = Some("10.96.0.11".parse().expect("ip"));
+        let table = crate::CrashSafe::new(&ips, 53, 8080)
+            .with_fallback(upstream)
+            .table();
         assert!(
             README.contains(&table),
             "README's table differs from:\n{table}"

@@ -342,6 +342,18 @@ fn crash_safe_table_installs_atomically_and_lists_as_built() {
             let v6 = CrashSafe::new(&ips("fd00::10"), 53, 8080);
             v6.install().await.expect("install v6");
             assert!(v6.intact().await);
+            // With the link-local fallback (both families): as listed.
+            for (local, up) in [
+                ("169.254.20.10,10.96.0.10", "10.96.0.11"),
+                ("fe80::10,fd00::10", "fd00::11"),
+            ] {
+                let fb =
+                    CrashSafe::new(&ips(local), 53, 8080).with_fallback(ips(up).first().copied());
+                assert!(fb.fallback().is_some(), "{local}");
+                fb.install().await.expect("install with fallback");
+                assert_eq!(fb.listed().await.as_deref(), Some(fb.table().as_str()));
+                fb.remove().await.expect("remove");
+            }
 
             assert_eq!(wildcard_listener(5399), None);
             let _s = std::net::UdpSocket::bind("0.0.0.0:5399").expect("bind");

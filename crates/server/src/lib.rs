@@ -31,6 +31,7 @@ mod admin;
 mod handle;
 mod instance;
 mod mux;
+mod passed;
 mod run;
 mod sys;
 mod tcp;
@@ -43,5 +44,6 @@ mod udp;
 
 pub use instance::{ConfigSource, Instance, InstanceError, ListenerSpec};
 pub use mux::Mux;
+pub use passed::{Exporter, Inherited, PassedSocket, SocketKind};
 pub use run::{Control, Controller, Options, ServerError, Serving, control, serve};
 pub use tcp::{TCP_GRACE, TCP_SEND_BUFFER, TcpLimits};

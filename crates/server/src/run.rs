@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -11,11 +12,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use clusterdns_plugin::metrics::{Counter, Family, Gauge, Registry};
 use clusterdns_plugin::{PluginDef, error, info, warning};
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::admin;
 use crate::instance::{ConfigSource, Instance, InstanceError};
 use crate::mux::Mux;
+use crate::passed::{ExportRequest, Exporter, Inherited, PassedSocket, SocketKind};
 use crate::tcp;
 use crate::udp::UdpListener;
 
@@ -40,6 +42,9 @@ pub struct Options {
     /// `coredns_nodecache_setup_errors_total`, as upstream shows it on
     /// `:9253`); `None`: a registry of the server's own.
     pub metrics: Option<Arc<Registry>>,
+    /// Sockets to serve on instead of binding (a predecessor's, handed
+    /// over for an upgrade without a lost query); empty: bind everything.
+    pub inherited: Inherited,
 }
 
 /// Why the server stopped with an error.
@@ -83,6 +88,7 @@ pub struct Controller {
     shutdown: watch::Sender<bool>,
     reload: Arc<Notify>,
     serving: Option<oneshot::Receiver<Serving>>,
+    exports: mpsc::UnboundedSender<ExportRequest>,
 }
 
 /// The server's side of a [`Controller`], handed to [`serve`].
@@ -91,6 +97,7 @@ pub struct Control {
     shutdown: watch::Receiver<bool>,
     reload: Arc<Notify>,
     serving: Option<oneshot::Sender<Serving>>,
+    exports: mpsc::UnboundedReceiver<ExportRequest>,
 }
 
 /// A connected [`Controller`] and [`Control`].
@@ -98,16 +105,19 @@ pub fn control() -> (Controller, Control) {
     let (shutdown, stop) = watch::channel(false);
     let (serving, served) = oneshot::channel();
     let reload = Arc::new(Notify::new());
+    let (exports, requests) = mpsc::unbounded_channel();
     (
         Controller {
             shutdown,
             reload: reload.clone(),
             serving: Some(served),
+            exports,
         },
         Control {
             shutdown: stop,
             reload,
             serving: Some(serving),
+            exports: requests,
         },
     )
 }
@@ -130,6 +140,14 @@ impl Controller {
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);
     }
+
+    /// A handle that asks the server for duplicates of the sockets it
+    /// serves on, to hand to a successor process.
+    pub fn exporter(&self) -> Exporter {
+        Exporter {
+            tx: self.exports.clone(),
+        }
+    }
 }
 
 /// A DNS listener that is serving: UDP workers and a TCP accept task
@@ -138,12 +156,28 @@ struct Listening {
     mux: Arc<ArcSwap<Mux>>,
     udp: UdpListener,
     stop: watch::Sender<bool>,
+    /// A duplicate of the TCP listener, to hand to a successor.
+    tcp_fd: OwnedFd,
+    /// The TCP side, finished once its connections are.
+    tcp_task: tokio::task::JoinHandle<()>,
+}
+
+impl Listening {
+    /// Stops receiving and accepting; the handles end once what was in
+    /// flight is answered.
+    fn stop(self) -> Vec<tokio::task::JoinHandle<()>> {
+        let _ = self.stop.send(true);
+        let mut tasks = self.udp.stop();
+        tasks.push(self.tcp_task);
+        tasks
+    }
 }
 
 /// An admin HTTP listener that is serving.
 struct AdminServing {
     routes: admin::Routes,
     stop: watch::Sender<bool>,
+    fd: OwnedFd,
 }
 
 /// Everything that is serving right now.
@@ -210,7 +244,10 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
         admin: HashMap::new(),
         instance: empty,
     };
-    apply(&mut state, instance, workers, &rt).await?;
+    let applied = apply(&mut state, instance, workers, &rt, &opts.inherited).await;
+    // What the first configuration did not take is not ours to keep open.
+    opts.inherited.clear();
+    applied?;
     // CoreDNS's order: the listeners, reload's SHA line (a log line, so
     // also with -quiet), then the version.
     if !opts.quiet {
@@ -274,6 +311,10 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
         let forced = tokio::select! {
             // Asked to stop, or the controller is gone.
             _ = control.shutdown.wait_for(|stop| *stop) => break,
+            Some(req) = control.exports.recv() => {
+                let _ = req.send(export(&state));
+                continue;
+            }
             _ = control.reload.notified() => true,
             _ = tokio::time::sleep(wait) => {
                 if state.instance.shared.reload.is_none() {
@@ -296,7 +337,7 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
         info!("", "Reloading");
         let applied =
             match Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone()) {
-                Ok(next) => apply(&mut state, next, workers, &rt)
+                Ok(next) => apply(&mut state, next, workers, &rt, &Inherited::default())
                     .await
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
@@ -349,15 +390,61 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
         );
         tokio::time::sleep(d).await;
     }
+    let mut in_flight = Vec::new();
     for (_, s) in state.dns.drain() {
-        let _ = s.stop.send(true);
-        s.udp.stop();
+        in_flight.extend(s.stop());
     }
     for (_, a) in state.admin.drain() {
         let _ = a.stop.send(true);
     }
+    // The queries already received are answered before we return (the
+    // caller exits then): with a successor reading the same sockets, this
+    // is what makes a hand-over lose nothing. Bounded, as a query's own
+    // deadlines bound it.
+    let _ = tokio::time::timeout(DRAIN, async {
+        for t in in_flight {
+            let _ = t.await;
+        }
+    })
+    .await;
     run_hooks(std::mem::take(&mut state.instance.shared.on_shutdown));
     Ok(())
+}
+
+/// The longest a stopping server waits for the queries in flight.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Duplicates of every socket `state` serves on.
+fn export(state: &State) -> Vec<PassedSocket> {
+    let mut out = Vec::new();
+    for (addr, l) in &state.dns {
+        for fd in &l.udp.fds {
+            if let Ok(fd) = fd.try_clone() {
+                out.push(PassedSocket {
+                    kind: SocketKind::Udp,
+                    addr: *addr,
+                    fd,
+                });
+            }
+        }
+        if let Ok(fd) = l.tcp_fd.try_clone() {
+            out.push(PassedSocket {
+                kind: SocketKind::Tcp,
+                addr: *addr,
+                fd,
+            });
+        }
+    }
+    for (addr, a) in &state.admin {
+        if let Ok(fd) = a.fd.try_clone() {
+            out.push(PassedSocket {
+                kind: SocketKind::Tcp,
+                addr: *addr,
+                fd,
+            });
+        }
+    }
+    out
 }
 
 fn run_hooks(hooks: Vec<clusterdns_plugin::setup::Hook>) {
@@ -377,14 +464,15 @@ async fn apply(
     mut next: Instance,
     workers: usize,
     rt: &tokio::runtime::Handle,
+    inherited: &Inherited,
 ) -> Result<(), ServerError> {
-    // 1. Bind what is new.
+    // 1. Bind (or adopt) what is new.
     let mut fresh: HashMap<SocketAddr, Listening> = HashMap::new();
     for l in &next.listeners {
         if state.dns.contains_key(&l.addr) {
             continue;
         }
-        match start_dns(l.addr, l.mux.clone(), workers, rt).await {
+        match start_dns(l.addr, l.mux.clone(), workers, rt, inherited).await {
             Ok(s) => {
                 fresh.insert(l.addr, s);
             }
@@ -393,8 +481,7 @@ async fn apply(
             }
             Err(source) => {
                 for (_, s) in fresh {
-                    let _ = s.stop.send(true);
-                    s.udp.stop();
+                    s.stop();
                 }
                 return Err(ServerError::Bind {
                     addr: l.addr,
@@ -409,17 +496,23 @@ async fn apply(
         if state.admin.contains_key(addr) {
             continue;
         }
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => {
+        let bound = match inherited.take(SocketKind::Tcp, *addr).pop() {
+            Some(fd) => adopt_tcp(fd),
+            None => tokio::net::TcpListener::bind(addr).await,
+        };
+        match bound.and_then(|l| {
+            let fd = socket2::SockRef::from(&l).try_clone()?;
+            Ok((l, OwnedFd::from(fd)))
+        }) {
+            Ok((listener, fd)) => {
                 let routes: admin::Routes = Arc::new(ArcSwap::from_pointee(routes.clone()));
                 let (stop, rx) = watch::channel(false);
                 tokio::spawn(admin::serve(listener, routes.clone(), rx));
-                fresh_admin.insert(*addr, AdminServing { routes, stop });
+                fresh_admin.insert(*addr, AdminServing { routes, stop, fd });
             }
             Err(source) => {
                 for (_, s) in fresh {
-                    let _ = s.stop.send(true);
-                    s.udp.stop();
+                    s.stop();
                 }
                 for (_, a) in fresh_admin {
                     let _ = a.stop.send(true);
@@ -440,8 +533,7 @@ async fn apply(
         if let Err(e) = h() {
             clusterdns_plugin::log::set_debug(state.instance.shared.debug);
             for (_, s) in fresh {
-                let _ = s.stop.send(true);
-                s.udp.stop();
+                s.stop();
             }
             for (_, a) in fresh_admin {
                 let _ = a.stop.send(true);
@@ -464,8 +556,7 @@ async fn apply(
         .collect();
     for a in gone {
         if let Some(s) = state.dns.remove(&a) {
-            let _ = s.stop.send(true);
-            s.udp.stop();
+            s.stop();
         }
     }
     state.dns.extend(fresh);
@@ -498,12 +589,25 @@ async fn start_dns(
     mux: Mux,
     workers: usize,
     rt: &tokio::runtime::Handle,
+    inherited: &Inherited,
 ) -> std::io::Result<Listening> {
     let mux = Arc::new(ArcSwap::from_pointee(mux));
-    let udp = UdpListener::start(addr, mux.clone(), workers, rt.clone())?;
+    let passed = inherited.take(SocketKind::Udp, addr);
+    let udp = if passed.is_empty() {
+        UdpListener::start(addr, mux.clone(), workers, rt.clone())?
+    } else {
+        UdpListener::adopt(passed, mux.clone(), rt.clone())?
+    };
     // TCP on the same port the UDP side got (they differ only for port 0).
     let tcp_addr = SocketAddr::new(addr.ip(), udp.local.port());
-    let tcp = match bind_tcp(tcp_addr) {
+    let tcp = match inherited.take(SocketKind::Tcp, addr).pop() {
+        Some(fd) => adopt_tcp(fd),
+        None => bind_tcp(tcp_addr),
+    };
+    let tcp = match tcp.and_then(|t| {
+        let fd = socket2::SockRef::from(&t).try_clone()?;
+        Ok((t, OwnedFd::from(fd)))
+    }) {
         Ok(t) => t,
         Err(e) => {
             udp.stop();
@@ -511,8 +615,21 @@ async fn start_dns(
         }
     };
     let (stop, rx) = watch::channel(false);
-    tokio::spawn(tcp::serve(tcp, mux.clone(), rx));
-    Ok(Listening { mux, udp, stop })
+    let tcp_task = tokio::spawn(tcp::serve(tcp.0, mux.clone(), rx));
+    Ok(Listening {
+        mux,
+        udp,
+        stop,
+        tcp_fd: tcp.1,
+        tcp_task,
+    })
+}
+
+/// A listening TCP socket another process bound.
+fn adopt_tcp(fd: OwnedFd) -> std::io::Result<tokio::net::TcpListener> {
+    let l = std::net::TcpListener::from(fd);
+    l.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(l)
 }
 
 /// The TCP accept backlog: the kernel's maximum, as Go (and so CoreDNS)

@@ -211,7 +211,9 @@ impl Conns {
     }
 }
 
-/// Accepts connections until `stop` turns true.
+/// Accepts connections until `stop` turns true, then waits for the open
+/// ones to finish the query they are answering (an idle one closes at
+/// once).
 pub(crate) async fn serve(
     listener: TcpListener,
     mux: Arc<ArcSwap<Mux>>,
@@ -237,12 +239,12 @@ pub(crate) async fn serve(
             tokio::select! {
                 _ = conns.freed.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = stop.changed() => return,
+                _ = stop.changed() => return drain(&conns).await,
             }
         }
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = stop.changed() => return,
+            _ = stop.changed() => return drain(&conns).await,
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
@@ -264,6 +266,22 @@ pub(crate) async fn serve(
             connection(stream, peer, local, mux, stop, &conns, &me).await;
             conns.unregister(slot, &me);
         });
+    }
+}
+
+/// How long a connection of a stopped listener waits for the client's
+/// next query before it closes: a client sending back to back is served
+/// on, one that paused moves to the listener's successor (the next
+/// process serving the same socket) with its next connection.
+const DRAIN_PAUSE: Duration = Duration::from_millis(100);
+
+/// Waits until no connection is open.
+async fn drain(conns: &Conns) {
+    while conns.live.load(Ordering::Relaxed) > 0 {
+        tokio::select! {
+            _ = conns.freed.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
     }
 }
 
@@ -304,25 +322,45 @@ async fn connection(
     let mut out = Vec::with_capacity(512);
     let mut first = true;
     let mut served: u32 = 0;
+    // Once the listener stops, the connection is served for as long as the
+    // client keeps sending (queries it already sent are answered, not cut
+    // off), and closed at its first pause.
+    let mut draining = *stop.borrow();
     loop {
         let limits = mux.load().tcp;
         if limits.max_queries.is_some_and(|m| served >= m) {
             return;
         }
         served = served.saturating_add(1);
-        let wait = if first { limits.read } else { limits.idle };
-        first = false;
         if !enter(conns, me, state::IDLE, true) {
             return;
         }
-        let len = tokio::select! {
-            r = tokio::time::timeout(wait, stream.read_u16()) => match r {
-                Ok(Ok(len)) => usize::from(len),
-                _ => return,
-            },
-            _ = me.kill.notified() => return,
-            _ = stop.changed() => return,
-        };
+        // The length, read as it comes: `read` is cancel-safe (a read the
+        // select gives up read nothing), so a stop while waiting loses no
+        // byte of the stream.
+        let mut lb = [0u8; 2];
+        let mut have = 0;
+        while have < 2 {
+            let wait = if have > 0 {
+                limits.read
+            } else if draining {
+                DRAIN_PAUSE
+            } else if first {
+                limits.read
+            } else {
+                limits.idle
+            };
+            tokio::select! {
+                r = tokio::time::timeout(wait, stream.read(&mut lb[have..])) => match r {
+                    Ok(Ok(n)) if n > 0 => have += n,
+                    _ => return,
+                },
+                _ = me.kill.notified() => return,
+                _ = stop.changed(), if !draining => draining = true,
+            }
+        }
+        let len = usize::from(u16::from_be_bytes(lb));
+        first = false;
         if len == 0 || !enter(conns, me, state::BUSY, false) {
             return;
         }

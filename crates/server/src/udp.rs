@@ -6,7 +6,7 @@
 
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -36,6 +36,10 @@ const SEND_RETRIES: u32 = 20;
 pub(crate) struct UdpListener {
     /// One per worker: sending (or dropping) it stops that worker.
     stops: Vec<oneshot::Sender<()>>,
+    /// The workers, finished once they answered what they had in flight.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// A duplicate of each worker's socket, to hand to a successor.
+    pub(crate) fds: Vec<OwnedFd>,
     pub(crate) local: SocketAddr,
 }
 
@@ -49,13 +53,41 @@ impl UdpListener {
         rt: tokio::runtime::Handle,
     ) -> std::io::Result<Self> {
         let first = bind(addr)?;
-        let local = first
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| std::io::Error::other("not an inet socket"))?;
+        let local = local_of(&first)?;
         let mut sockets = vec![first];
         for _ in 1..workers.max(1) {
             sockets.push(bind(local)?);
+        }
+        Self::run(sockets, local, mux, rt)
+    }
+
+    /// Serves on sockets another process bound (and may still read):
+    /// one worker per socket, whatever this process would have bound.
+    pub(crate) fn adopt(
+        fds: Vec<OwnedFd>,
+        mux: Arc<ArcSwap<Mux>>,
+        rt: tokio::runtime::Handle,
+    ) -> std::io::Result<Self> {
+        let sockets: Vec<Socket> = fds.into_iter().map(Socket::from).collect();
+        let first = sockets
+            .first()
+            .ok_or_else(|| std::io::Error::other("no socket to adopt"))?;
+        let local = local_of(first)?;
+        for s in &sockets {
+            s.set_nonblocking(true)?;
+        }
+        Self::run(sockets, local, mux, rt)
+    }
+
+    fn run(
+        sockets: Vec<Socket>,
+        local: SocketAddr,
+        mux: Arc<ArcSwap<Mux>>,
+        rt: tokio::runtime::Handle,
+    ) -> std::io::Result<Self> {
+        let mut fds = Vec::with_capacity(sockets.len());
+        for s in &sockets {
+            fds.push(OwnedFd::from(s.try_clone()?));
         }
         // Registering with the reactor needs the runtime's context.
         let _enter = rt.enter();
@@ -63,24 +95,36 @@ impl UdpListener {
         for s in sockets {
             registered.push(sys::register(s)?);
         }
-        let stops = registered
+        let (stops, tasks) = registered
             .into_iter()
             .map(|sock| {
                 let (stop, stopped) = oneshot::channel();
-                rt.spawn(worker(sock, local, mux.clone(), stopped));
-                stop
+                (stop, rt.spawn(worker(sock, local, mux.clone(), stopped)))
             })
-            .collect();
-        Ok(Self { stops, local })
+            .unzip();
+        Ok(Self {
+            stops,
+            tasks,
+            fds,
+            local,
+        })
     }
 
     /// Stops the workers: they receive no more, and finish the queries
     /// they were already answering (dropping the listener does the same).
-    pub(crate) fn stop(self) {
+    /// The handles end when they have.
+    pub(crate) fn stop(self) -> Vec<tokio::task::JoinHandle<()>> {
         for s in self.stops {
             let _ = s.send(());
         }
+        self.tasks
     }
+}
+
+fn local_of(s: &Socket) -> std::io::Result<SocketAddr> {
+    s.local_addr()?
+        .as_socket()
+        .ok_or_else(|| std::io::Error::other("not an inet socket"))
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<Socket> {

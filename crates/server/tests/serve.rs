@@ -19,8 +19,15 @@ fn options(corefile: &std::path::Path) -> Options {
         udp_workers: Some(2),
         banner: String::new(),
         metrics: None,
+        inherited: Default::default(),
     }
 }
+
+/// Held by the tests that bind port 0 and query over TCP: the server
+/// takes the UDP port the kernel chose for TCP too, which fails when a
+/// concurrent test's dig happens to hold that port as its ephemeral TCP
+/// source port.
+static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The caller's runtime, as a binary builds it.
 fn runtime(workers: usize) -> tokio::runtime::Runtime {
@@ -47,6 +54,7 @@ fn dig(addr: SocketAddr, name: &str, qtype: &str, tcp: bool) -> String {
 
 #[test]
 fn serves_once_bound_reloads_and_stops_when_asked() {
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let corefile = dir.path().join("Corefile");
     std::fs::write(
@@ -114,4 +122,56 @@ fn an_invalid_corefile_never_serves() {
     let err = done.expect_err("an unknown plugin is an error");
     assert!(err.to_string().contains("nosuchplugin"), "{err}");
     assert!(rt.block_on(controller.serving()).is_none());
+}
+
+/// A second server started on duplicates of the first one's sockets
+/// serves the same addresses; once the first stops, the second answers
+/// everything, over UDP and TCP, on sockets that were never unbound.
+#[test]
+fn a_successor_adopts_the_sockets_and_the_port_stays_bound() {
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // A port free for UDP and TCP alike (port 0 lets the kernel pick a UDP
+    // port whose TCP twin a client elsewhere on the machine may hold).
+    let port = (0..100)
+        .find_map(|_| {
+            let t = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            let p = t.local_addr().ok()?.port();
+            std::net::UdpSocket::bind(("127.0.0.1", p)).ok().map(|_| p)
+        })
+        .expect("a free port");
+    let zone = |ip: &str| {
+        format!(
+            ".:{port} {{\n    bind 127.0.0.1\n    hosts {{\n        {ip} web.example.\n    }}\n}}\n"
+        )
+    };
+    let (old_cf, new_cf) = (dir.path().join("old"), dir.path().join("new"));
+    std::fs::write(&old_cf, zone("10.1.2.3")).unwrap();
+    std::fs::write(&new_cf, zone("10.4.5.6")).unwrap();
+    let rt = runtime(2);
+    let (mut old, ctl) = control();
+    let old_task = rt.spawn(serve(options(&old_cf), ctl));
+    let Some(serving) = rt.block_on(old.serving()) else {
+        panic!("old does not serve: {:?}", rt.block_on(old_task).unwrap());
+    };
+    let addr = serving.dns[0];
+    let sockets = rt.block_on(old.exporter().sockets()).expect("the sockets");
+    let udp = sockets
+        .iter()
+        .filter(|s| s.kind == clusterdns_server::SocketKind::Udp)
+        .count();
+    assert_eq!((udp, sockets.len()), (2, 3), "{sockets:?}");
+    let mut opts = options(&new_cf);
+    opts.inherited = clusterdns_server::Inherited::new(sockets);
+    let left = opts.inherited.clone();
+    let (mut new, ctl) = control();
+    let _new_task = rt.spawn(serve(opts, ctl));
+    let serving = rt.block_on(new.serving()).expect("new serves");
+    assert_eq!(serving.dns, vec![addr], "the very same address and port");
+    assert!(left.is_empty(), "every socket adopted");
+    old.shutdown();
+    rt.block_on(old_task).unwrap().unwrap();
+    assert_eq!(dig(addr, "web.example.", "A", false), "10.4.5.6");
+    assert_eq!(dig(addr, "web.example.", "A", true), "10.4.5.6");
+    new.shutdown();
 }

@@ -1,24 +1,44 @@
 //! node-cache's own `/metrics` listener (`-metrics-listen-address`), apart
-//! from the server's `prometheus` plugin, as upstream runs it.
+//! from the server's `prometheus` plugin, as upstream runs it; and
+//! `/ready` (beyond upstream), a real query through the cache.
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use clusterdns_nodecache::ready::ReadyProbe;
 use clusterdns_observe::metrics::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Binds `addr` (Go form: `:9353` means every address) and serves
-/// `GET /metrics` from `registry` in a task; the bound address.
-pub async fn spawn(addr: &str, registry: Arc<Registry>) -> std::io::Result<SocketAddr> {
-    let addr = if addr.starts_with(':') {
-        format!("[::]{addr}")
-    } else {
-        addr.to_string()
+/// Binds `addr` (Go form: `:9353` means every address), or adopts the
+/// listener a predecessor handed over, and serves `GET /metrics` from
+/// `registry` in a task; the bound address and a duplicate of the
+/// listener (for a successor).
+pub async fn spawn(
+    addr: &str,
+    registry: Arc<Registry>,
+    ready: Option<Arc<ReadyProbe>>,
+    inherited: Option<OwnedFd>,
+) -> std::io::Result<(SocketAddr, OwnedFd)> {
+    let listener = match inherited {
+        Some(fd) => {
+            let l = std::net::TcpListener::from(fd);
+            l.set_nonblocking(true)?;
+            TcpListener::from_std(l)?
+        }
+        None => {
+            let addr = if addr.starts_with(':') {
+                format!("[::]{addr}")
+            } else {
+                addr.to_string()
+            };
+            TcpListener::bind(&addr).await?
+        }
     };
-    let listener = TcpListener::bind(&addr).await?;
     let bound = listener.local_addr()?;
+    let dup = listener.as_fd().try_clone_to_owned()?;
     tokio::spawn(async move {
         loop {
             let Ok((conn, _)) = listener.accept().await else {
@@ -26,16 +46,25 @@ pub async fn spawn(addr: &str, registry: Arc<Registry>) -> std::io::Result<Socke
                 continue;
             };
             let registry = registry.clone();
+            let ready = ready.clone();
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(5), answer(conn, &registry)).await;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    answer(conn, &registry, ready.as_deref()),
+                )
+                .await;
             });
         }
     });
-    Ok(bound)
+    Ok((bound, dup))
 }
 
 /// One request, one response, then the connection closes.
-async fn answer(mut conn: TcpStream, registry: &Registry) -> std::io::Result<()> {
+async fn answer(
+    mut conn: TcpStream,
+    registry: &Registry,
+    ready: Option<&ReadyProbe>,
+) -> std::io::Result<()> {
     let mut buf = vec![0u8; 8192];
     let mut len = 0;
     while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
@@ -52,10 +81,14 @@ async fn answer(mut conn: TcpStream, registry: &Registry) -> std::io::Result<()>
     let mut first = head.lines().next().unwrap_or("").split(' ');
     let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
-    let (status, body) = if method == "GET" && path == "/metrics" {
-        ("200 OK", registry.render())
-    } else {
-        ("404 Not Found", "404 page not found\n".to_string())
+    let (status, body) = match (method, path, ready) {
+        ("GET", "/metrics", _) => ("200 OK", registry.render()),
+        // A real query through the cache (clusterdns_nodecache::ready).
+        ("GET", "/ready", Some(probe)) => match probe.check().await {
+            Ok(()) => ("200 OK", "OK\n".to_string()),
+            Err(why) => ("503 Service Unavailable", format!("{why}\n")),
+        },
+        _ => ("404 Not Found", "404 page not found\n".to_string()),
     };
     let resp = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

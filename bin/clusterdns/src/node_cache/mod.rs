@@ -5,13 +5,16 @@
 //! Corefile or a port conflict never leaves rules behind.
 
 mod metrics_http;
+mod upgrade;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use clusterdns_nodecache::ready::ReadyProbe;
 use clusterdns_nodecache::template::{self, DEFAULT_KUBEDNS_CM, KubeDnsConfig, TemplateError};
 use clusterdns_nodecache::{Agent, Flags, FlagsError, flags};
 use clusterdns_observe::metrics::Registry;
@@ -76,10 +79,51 @@ pub fn main(program: &str, args: &[String], version: String) -> ExitCode {
 
 /// A signal before the server served: nothing was intercepted yet; the
 /// interface goes.
-async fn stopped_early(agent: &Agent) -> ExitCode {
-    agent.teardown().await;
+async fn stopped_early(agent: &Agent, handed: bool) -> ExitCode {
+    // Taken over: the predecessor still serves and owns the node's state.
+    if !handed {
+        agent.teardown().await;
+    }
     info!("", "stopped before serving");
     ExitCode::SUCCESS
+}
+
+/// Whether a successor serves on our sockets now (waiting for a
+/// hand-over under way to finish: a rolling update may stop this pod
+/// while its successor is still starting). Logs the decision.
+async fn successor_serves(
+    successor: &mut Option<clusterdns_nodecache::handover::Conn>,
+    successors: &mut tokio::sync::mpsc::UnboundedReceiver<clusterdns_nodecache::handover::Conn>,
+    giving: &AtomicBool,
+) -> bool {
+    while let Ok(c) = successors.try_recv() {
+        *successor = Some(c);
+    }
+    if giving.load(Ordering::SeqCst) {
+        info!("", "a successor is taking over: waiting for it to serve");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(65);
+        while giving.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        while let Ok(c) = successors.try_recv() {
+            *successor = Some(c);
+        }
+    }
+    match successor {
+        Some(c) if c.alive() => {
+            info!(
+                "",
+                "handing over to process {}: draining the queries in flight; the interception and the interface stay",
+                c.peer_pid().unwrap_or(0)
+            );
+            true
+        }
+        Some(_) => {
+            info!("", "the successor has gone: tearing down");
+            false
+        }
+        None => false,
+    }
 }
 
 /// A `[FATAL]` line, written before the process exits (upstream's
@@ -116,7 +160,8 @@ async fn run(f: Flags, version: String) -> ExitCode {
     let cm_dir = kubedns_dir(&f);
     // The checks that need nothing changed: the agent (netlink, the
     // iptables backend, the interception mode) and the first Corefile.
-    let agent = match Agent::new(&f, &registry).await {
+    let agent = match Agent::with_fallback(&f, &registry, cluster_dns.as_ref().ok().copied()).await
+    {
         Ok(a) => a,
         Err(e) => {
             fatal(format_args!("{e}"));
@@ -162,6 +207,44 @@ async fn run(f: Flags, version: String) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // A running instance (the pod this one replaces) hands its sockets
+    // over: both serve them until it is told to stop.
+    let taken = match f.handover_socket.clone() {
+        Some(p) => match tokio::task::spawn_blocking(move || upgrade::take(Path::new(&p))).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                // Whoever listens there keeps its sockets; binding ours
+                // will say whether they are free.
+                clusterdns_observe::warning!("", "{e}; starting on sockets of our own");
+                None
+            }
+            Err(e) => {
+                fatal(format_args!("hand-over: {e}"));
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let (predecessor, inherited, metrics_fd) = match taken {
+        Some(t) => {
+            info!(
+                "",
+                "taking over from process {}: {} sockets handed over; the interception stays as it is",
+                t.conn.peer_pid().unwrap_or(0),
+                t.server.len() + usize::from(t.metrics.is_some())
+            );
+            (
+                Some(t.conn),
+                clusterdns_server::Inherited::new(t.server),
+                t.metrics,
+            )
+        }
+        None => (None, clusterdns_server::Inherited::default(), None),
+    };
+    // Taken over: the interface, the rules and the table are the running
+    // instance's until this one serves; a failure before must not touch
+    // them.
+    let handed = predecessor.is_some();
     // The interface first: the server binds its addresses.
     agent.setup_interface().await;
     let opts = Options {
@@ -173,6 +256,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
         banner: version,
         // The agent's counters show on the prometheus plugin's listener too.
         metrics: Some(registry.clone()),
+        inherited,
     };
     let (mut controller, control) = clusterdns_server::control();
     let mut server = std::pin::pin!(clusterdns_server::serve(opts, control));
@@ -184,14 +268,21 @@ async fn run(f: Flags, version: String) -> ExitCode {
                 Ok(()) => "the server stopped before serving".to_string(),
                 Err(e) => e.to_string(),
             };
-            agent.teardown().await;
+            if !handed {
+                agent.teardown().await;
+            }
             fatal(format_args!("{why}"));
             return ExitCode::FAILURE;
         }
         _ = controller.serving() => {}
-        _ = term.recv() => return stopped_early(&agent).await,
-        _ = int.recv() => return stopped_early(&agent).await,
-        _ = quit.recv() => return stopped_early(&agent).await,
+        _ = term.recv() => return stopped_early(&agent, handed).await,
+        _ = int.recv() => return stopped_early(&agent, handed).await,
+        _ = quit.recv() => return stopped_early(&agent, handed).await,
+    }
+    if let Some(c) = &predecessor
+        && let Err(e) = clusterdns_nodecache::handover::serving(c)
+    {
+        clusterdns_observe::warning!("", "hand-over: telling the predecessor we serve: {e}");
     }
     let _pidfile = match f
         .pidfile
@@ -209,10 +300,62 @@ async fn run(f: Flags, version: String) -> ExitCode {
     // Serving: now the interception (upstream waits for the pidfile or
     // the first tick; we need neither).
     agent.setup_rules().await;
-    match metrics_http::spawn(&f.metrics_listen_address, registry.clone()).await {
-        Ok(addr) => info!("", "metrics on http://{addr}/metrics"),
-        Err(e) => error!("", "metrics listener {}: {e}", f.metrics_listen_address),
-    }
+    let ready = f.ready_query.as_deref().and_then(|name| {
+        let p = ReadyProbe::new(&f.local_ips, f.dns_port, name);
+        match &p {
+            Some(p) => info!("", "/ready asks {} for {name}", p.target()),
+            None => error!("", "-ready-query {name:?} is not a domain name: no /ready"),
+        }
+        p.map(Arc::new)
+    });
+    let metrics_listener = match metrics_http::spawn(
+        &f.metrics_listen_address,
+        registry.clone(),
+        ready,
+        metrics_fd,
+    )
+    .await
+    {
+        Ok((addr, fd)) => {
+            info!("", "metrics on http://{addr}/metrics");
+            Some((addr, fd))
+        }
+        Err(e) => {
+            error!("", "metrics listener {}: {e}", f.metrics_listen_address);
+            None
+        }
+    };
+    // Serving: the next instance may take over from here.
+    let (successors_tx, mut successors) = tokio::sync::mpsc::unbounded_channel();
+    let giving = Arc::new(AtomicBool::new(false));
+    let handover_listener = match f.handover_socket.as_deref().map(Path::new) {
+        Some(p) => match clusterdns_nodecache::handover::Listener::bind(p) {
+            Ok(l) => {
+                let l = Arc::new(l);
+                upgrade::give_forever(
+                    l.clone(),
+                    controller.exporter(),
+                    metrics_listener,
+                    successors_tx,
+                    giving.clone(),
+                );
+                Some(l)
+            }
+            Err(e) => {
+                error!(
+                    "",
+                    "hand-over socket {}: {e}; no successor can take over",
+                    p.display()
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    let mut successor: Option<clusterdns_nodecache::handover::Conn> = None;
+    // Set when a successor serves on our sockets as we stop: nothing on
+    // the node is torn down.
+    let mut handing_over = false;
     let mut sync = tokio::time::interval_at(
         tokio::time::Instant::now() + f.sync_interval,
         f.sync_interval,
@@ -251,18 +394,41 @@ async fn run(f: Flags, version: String) -> ExitCode {
                 }
             }
             _ = usr1.recv() => controller.reload(),
-            // The interception goes first, so queries fall back to the
-            // cluster DNS while the server still answers the ones in
-            // flight; then the server stops; then the table and the
-            // interface go (after the loop).
-            _ = term.recv() => { stopping = true; agent.stop_intercepting().await; controller.shutdown(); }
-            _ = int.recv() => { stopping = true; agent.stop_intercepting().await; controller.shutdown(); }
-            _ = quit.recv() => { agent.teardown().await; return ExitCode::SUCCESS; }
+            Some(c) = successors.recv() => successor = Some(c),
+            // With a successor serving on our sockets: stop reading them
+            // and answer what is in flight; the successor reads the rest,
+            // and keeps the interception. Otherwise the interception goes
+            // first, so queries fall back to the cluster DNS while the
+            // server still answers the ones in flight; then the server
+            // stops; then the table and the interface go (after the loop).
+            _ = async { tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} } } => {
+                stopping = true;
+                handing_over = successor_serves(&mut successor, &mut successors, &giving).await;
+                if !handing_over {
+                    agent.stop_intercepting().await;
+                }
+                controller.shutdown();
+            }
+            _ = quit.recv() => {
+                if !successor_serves(&mut successor, &mut successors, &giving).await {
+                    agent.teardown().await;
+                }
+                if let Some(l) = &handover_listener {
+                    l.remove_if_ours();
+                }
+                return ExitCode::SUCCESS;
+            }
         }
     };
+    if let Some(l) = &handover_listener {
+        l.remove_if_ours();
+    }
     // Upstream tears down whenever CoreDNS returns (after a signal, the
     // rules are gone already and this removes what is left).
-    agent.teardown().await;
+    if !handing_over {
+        agent.teardown().await;
+    }
+    drop(predecessor);
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
