@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 mod metrics;
+mod no_aaaa;
 mod pipe;
 mod proxy;
 mod setup;
@@ -75,6 +76,8 @@ type Shared = Result<Arc<[u8]>, String>;
 /// The *forward* handler.
 pub struct Forward {
     from: Name,
+    /// `no_aaaa`: the SOA of the NODATA answered for AAAA queries.
+    no_aaaa: Option<no_aaaa::NoAaaa>,
     except: Vec<Name>,
     proxies: Vec<Arc<Proxy>>,
     opts: Opts,
@@ -435,11 +438,17 @@ impl Plugin for Forward {
         "forward"
     }
 
-    fn query(&self, req: &Request<'_>, _w: &mut ResponseWriter) -> Flow {
-        if self.matches(req.qname_lower()) {
-            Flow::Async
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        if !self.matches(req.qname_lower()) {
+            return Flow::Next;
+        }
+        if let Some(nodata) = &self.no_aaaa
+            && req.qtype() == clusterdns_wire::Rtype::AAAA
+        {
+            nodata.write(req, w);
+            Flow::Answered
         } else {
-            Flow::Next
+            Flow::Async
         }
     }
 

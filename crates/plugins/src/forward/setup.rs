@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
+use super::no_aaaa::NoAaaa;
 use super::proxy::{Proxy, ProxyOpts, TlsTarget};
 use super::{Forward, Opts, Policy};
 
@@ -175,6 +176,7 @@ fn parse(
         failfast: false,
         policy: Policy::Random,
     };
+    let mut no_aaaa = false;
     let mut popts = ProxyOpts {
         expire: Duration::from_secs(10),
         max_age: Duration::ZERO,
@@ -200,7 +202,11 @@ fn parse(
                     except.push(zone(o, a)?);
                 }
             }
-            "force_tcp" | "prefer_udp" | "failfast_all_unhealthy_upstreams" | "next_on_nodata" => {
+            "force_tcp"
+            | "prefer_udp"
+            | "failfast_all_unhealthy_upstreams"
+            | "next_on_nodata"
+            | "no_aaaa" => {
                 if !args.is_empty() {
                     return Err(o.arg_err());
                 }
@@ -208,6 +214,7 @@ fn parse(
                     "force_tcp" => opts.force_tcp = true,
                     "prefer_udp" => opts.prefer_udp = true,
                     "next_on_nodata" => opts.next_on_nodata = true,
+                    "no_aaaa" => no_aaaa = true,
                     _ => opts.failfast = true,
                 }
             }
@@ -361,7 +368,17 @@ fn parse(
         };
         proxies.push(Arc::new(Proxy::new(t.addr, tls, popts.clone(), metrics)));
     }
+    let no_aaaa = if no_aaaa {
+        Some(NoAaaa::new(&from_name).ok_or_else(|| {
+            d.err(format!(
+                "no_aaaa: {from_name} is too long to name its SOA records"
+            ))
+        })?)
+    } else {
+        None
+    };
     Ok(Forward {
+        no_aaaa,
         from: from_name,
         except,
         proxies,

@@ -47,6 +47,8 @@ pub struct Kubernetes {
     primary: Name,
     /// `fallthrough`: `None` off, else the zones that fall through.
     fall: Option<Vec<Name>>,
+    /// `no_aaaa`: AAAA is NODATA at once outside the `fallthrough` zones.
+    no_aaaa: bool,
     /// Record TTL (`ttl`).
     ttl: u32,
     opts: LookupOpts,
@@ -90,6 +92,9 @@ impl Plugin for Kubernetes {
             return Flow::Next;
         };
         let snap = self.snapshots.load();
+        if self.nodata_aaaa(req, w, &snap, off) {
+            return Flow::Answered;
+        }
         let generation = snap.generation();
         if let Some(flow) = memo::replay(self.memo_id, generation, req, w) {
             return flow;
@@ -163,7 +168,33 @@ impl Kubernetes {
         let Some((zone, off)) = self.zone_for(req.qname_lower()) else {
             return Ok(Flow::Next);
         };
-        self.answer_from(req, w, &self.snapshots.load(), zone, off)
+        let snap = self.snapshots.load();
+        if self.nodata_aaaa(req, w, &snap, off) {
+            return Ok(Flow::Answered);
+        }
+        self.answer_from(req, w, &snap, zone, off)
+    }
+
+    /// `no_aaaa`: answers an AAAA query NODATA, with the zone's SOA as
+    /// every NODATA of this plugin has it, without looking the name up.
+    /// Names in `fallthrough` zones are looked up as usual (they may
+    /// belong to a plugin after this one). Whether it answered.
+    fn nodata_aaaa(
+        &self,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        snap: &Snapshot,
+        off: usize,
+    ) -> bool {
+        if !self.no_aaaa || req.qtype() != Rtype::AAAA || self.falls_through(req.qname_lower()) {
+            return false;
+        }
+        let s = split_at(req.qname(), req.qname_lower(), off);
+        let mut b = w.reply(req);
+        b.set_aa(true);
+        self.push_soa(&mut b, Section::Authority, snap, &s);
+        b.finish();
+        true
     }
 
     /// [`Kubernetes::answer`] for a name in `zone` (which starts at `off`

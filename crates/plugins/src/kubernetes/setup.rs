@@ -46,6 +46,7 @@ struct Options {
     burst: u64,
     max_inflight: u64,
     snapshot: Option<PathBuf>,
+    no_aaaa: bool,
 }
 
 fn zone_list<'a>(
@@ -156,6 +157,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
         burst: 0,
         max_inflight: 0,
         snapshot: None,
+        no_aaaa: false,
     };
     let path = |s: &str| {
         let p = PathBuf::from(s);
@@ -239,11 +241,15 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
             "ttl" => {
                 o.ttl = clusterdns_plugin::parse::ttl_0_3600(p)?;
             }
-            "noendpoints" => {
+            "noendpoints" | "no_aaaa" => {
                 if !args.is_empty() {
                     return Err(p.arg_err());
                 }
-                o.noendpoints = true;
+                if p.name.text == "no_aaaa" {
+                    o.no_aaaa = true;
+                } else {
+                    o.noendpoints = true;
+                }
             }
             "fallthrough" => {
                 let zones = if args.is_empty() {
@@ -340,6 +346,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         zones: zone_names,
         primary,
         fall: o.fall.clone(),
+        no_aaaa: o.no_aaaa,
         ttl: o.ttl,
         opts: LookupOpts {
             namespaces: o.namespaces.clone(),

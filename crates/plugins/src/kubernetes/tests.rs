@@ -975,6 +975,7 @@ fn on_index(index: &clusterdns_k8s::Index) -> super::Kubernetes {
             .collect(),
         primary: clusterdns_wire::Name::from_ascii(zones[0]).unwrap(),
         fall: None,
+        no_aaaa: false,
         ttl: super::setup::DEFAULT_TTL,
         opts: LookupOpts {
             namespaces: Vec::new(),
