@@ -110,19 +110,8 @@ fn pod_yaml(ns: &str, name: &str) -> String {
 }
 
 fn set_pod_ip(rig: &Rig, ns: &str, name: &str, ip: Ipv4Addr) {
-    let patch = format!(r#"{{"status":{{"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}]}}}}"#);
-    rig.kubectl(&[
-        "-n",
-        ns,
-        "patch",
-        "pod",
-        name,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &patch,
-    ])
-    .expect("set the pod's IP");
+    rig.set_pod_ip(ns, name, ip.into())
+        .expect("set the pod's IP");
 }
 
 fn services_yaml(ns: &str) -> String {

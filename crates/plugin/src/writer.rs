@@ -48,6 +48,9 @@ pub struct ResponseWriter {
     /// TCP), sent after this one in order; dropped by anything but a
     /// stream transport. Empty, and without a heap buffer, otherwise.
     more: Vec<Vec<u8>>,
+    /// The answer depends on who asked (a per-client policy decided it),
+    /// so a cache keyed on the question must not keep it.
+    per_client: bool,
 }
 
 impl ResponseWriter {
@@ -133,6 +136,19 @@ impl ResponseWriter {
     /// plugin's stead ([`ResponseWriter::write_error`]).
     pub fn written_by_server(&self) -> bool {
         self.by_server
+    }
+
+    /// Marks the reply as one that depends on the client, not only on the
+    /// question (*kubernetes* `isolate`): a cache must not keep it, or it
+    /// would give one client's answer to another.
+    pub fn set_per_client(&mut self) {
+        self.per_client = true;
+    }
+
+    /// Whether [`ResponseWriter::set_per_client`] was called since the
+    /// last [`ResponseWriter::clear`].
+    pub fn is_per_client(&self) -> bool {
+        self.per_client
     }
 
     /// The message written so far.
@@ -268,6 +284,7 @@ impl ResponseWriter {
         self.opt = OptAt::Absent;
         self.built = false;
         self.by_server = false;
+        self.per_client = false;
         self.saved = Some(0);
         self.buf.clear();
     }

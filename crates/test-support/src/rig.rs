@@ -225,6 +225,25 @@ impl Rig {
             .map(drop)
     }
 
+    /// Sets the Pod's `status.podIP` (and `podIPs`) through the status
+    /// subresource: the rig runs no kubelet, so a test gives its Pods
+    /// loopback addresses its client sockets can bind to.
+    pub fn set_pod_ip(&self, ns: &str, name: &str, ip: std::net::IpAddr) -> io::Result<()> {
+        let patch = format!(r#"{{"status":{{"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}]}}}}"#);
+        self.kubectl(&[
+            "-n",
+            ns,
+            "patch",
+            "pod",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ])
+        .map(drop)
+    }
+
     /// `kubectl delete -f -` of a YAML string (missing objects are fine; does
     /// not wait for finalizers).
     pub fn delete_yaml(&self, yaml: &str) -> io::Result<()> {

@@ -482,7 +482,7 @@ impl Inner {
                 };
                 let mut w = ResponseWriter::new();
                 let outcome = tail.run_async(&r, &mut w).await;
-                if outcome.error.is_none() && !w.written_by_server() {
+                if outcome.error.is_none() && !w.written_by_server() && !w.is_per_client() {
                     inner.metrics.with(&server, |h| {
                         inner.store(&q, w.buffer_mut(), h, true);
                     });
@@ -571,6 +571,10 @@ impl Plugin for Cache {
             // An error rcode the server wrote for a plugin (hosts' SERVFAIL)
             // never passed CoreDNS's cache writer: not cached.
             if outcome.error.is_some() || w.written_by_server() {
+                return;
+            }
+            // Another client may be owed another answer (kubernetes `isolate`).
+            if w.is_per_client() {
                 return;
             }
             if inner.store(req.query, w.buffer_mut(), h, false) {

@@ -6,6 +6,7 @@
 // path's upstream lookup (`upstream`) last; zone transfers (`xfr`) apart.
 mod autopath;
 mod external;
+mod isolate;
 mod lookup;
 mod memo;
 mod metrics;
@@ -62,6 +63,8 @@ pub struct Kubernetes {
     /// The host's search domains (`/etc/resolv.conf`), which end the
     /// search paths given to *autopath*.
     host_search: Vec<Name>,
+    /// `isolate`: `None` off (CoreDNS's answers).
+    isolation: Option<isolate::Isolation>,
 }
 
 impl std::fmt::Debug for Kubernetes {
@@ -88,12 +91,52 @@ impl Plugin for Kubernetes {
     }
 
     fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        let flow = self.query_sync(req, w);
+        self.mark_per_client(req, w);
+        flow
+    }
+
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> BoxFuture<'a, Flow> {
+        Box::pin(async move {
+            let flow = self.query_deferred(req, w).await;
+            self.mark_per_client(req, w);
+            flow
+        })
+    }
+
+    fn transferer(&self) -> Option<&dyn clusterdns_plugin::transfer::Transferer> {
+        Some(self)
+    }
+}
+
+impl Kubernetes {
+    /// With `isolate`, an answer for a name in the zone (or the next
+    /// plugin's, when it falls through) depends on the client: no cache
+    /// keyed on the question may keep it.
+    fn mark_per_client(&self, req: &Request<'_>, w: &mut ResponseWriter) {
+        if self.isolation.is_some() && self.zone_for(req.qname_lower()).is_some() {
+            w.set_per_client();
+        }
+    }
+
+    /// [`Plugin::query`].
+    fn query_sync(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
         let Some((zone, off)) = self.zone_for(req.qname_lower()) else {
             return Flow::Next;
         };
         let snap = self.snapshots.load();
+        // `no_aaaa` first: a hidden name gets what a missing one gets.
         if self.nodata_aaaa(req, w, &snap, off) {
             return Flow::Answered;
+        }
+        // Decided before the memo, which keeps only answers every client
+        // that may see the name is given alike.
+        if self.hidden(req, &snap, off) {
+            return self.name_error(req, w, &snap, off);
         }
         let generation = snap.generation();
         if let Some(flow) = memo::replay(self.memo_id, generation, req, w) {
@@ -109,45 +152,34 @@ impl Plugin for Kubernetes {
         }
     }
 
-    fn query_async<'a>(
-        &'a self,
-        req: &'a Request<'a>,
-        w: &'a mut ResponseWriter,
-    ) -> BoxFuture<'a, Flow> {
-        Box::pin(async move {
-            // The chain `query` found; worked out again only when it left
-            // none (a caller that skipped `query`).
-            let chain = match w.take_note::<CnameChain>() {
-                Some(chain) => chain,
-                None => match self.answer(req, w) {
-                    Ok(flow) => return flow,
-                    Err(chain) => chain,
-                },
-            };
-            let Some(target) = chain.last_target().copied() else {
-                return Flow::Answered;
-            };
-            let upstream = match self.tail.get() {
-                Some(tail) => upstream::lookup(tail, req, &target, req.qtype()).await,
-                None => None,
-            };
-            upstream::write(
-                w,
-                req,
-                self.ttl,
-                &chain.links[..chain.len],
-                upstream.as_deref(),
-            );
-            Flow::Answered
-        })
+    /// [`Plugin::query_async`].
+    async fn query_deferred(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        // The chain `query` found; worked out again only when it left
+        // none (a caller that skipped `query`).
+        let chain = match w.take_note::<CnameChain>() {
+            Some(chain) => chain,
+            None => match self.answer(req, w) {
+                Ok(flow) => return flow,
+                Err(chain) => chain,
+            },
+        };
+        let Some(target) = chain.last_target().copied() else {
+            return Flow::Answered;
+        };
+        let upstream = match self.tail.get() {
+            Some(tail) => upstream::lookup(tail, req, &target, req.qtype()).await,
+            None => None,
+        };
+        upstream::write(
+            w,
+            req,
+            self.ttl,
+            &chain.links[..chain.len],
+            upstream.as_deref(),
+        );
+        Flow::Answered
     }
 
-    fn transferer(&self) -> Option<&dyn clusterdns_plugin::transfer::Transferer> {
-        Some(self)
-    }
-}
-
-impl Kubernetes {
     /// The longest zone `lower` is in, and where it starts in `lower`.
     fn zone_for(&self, lower: &Name) -> Option<(&Name, usize)> {
         self.zones
@@ -171,6 +203,9 @@ impl Kubernetes {
         let snap = self.snapshots.load();
         if self.nodata_aaaa(req, w, &snap, off) {
             return Ok(Flow::Answered);
+        }
+        if self.hidden(req, &snap, off) {
+            return Ok(self.name_error(req, w, &snap, off));
         }
         self.answer_from(req, w, &snap, zone, off)
     }
@@ -197,6 +232,30 @@ impl Kubernetes {
         true
     }
 
+    /// The answer to a name that does not exist (or that `isolate` hides):
+    /// on to the next plugin with `fallthrough`, else NXDOMAIN with the
+    /// zone's SOA (SERVFAIL before the first sync).
+    fn name_error(
+        &self,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        snap: &Snapshot,
+        off: usize,
+    ) -> Flow {
+        let lower = req.qname_lower();
+        if self.falls_through(lower) {
+            return Flow::Next;
+        }
+        let rcode = if snap.synced() {
+            Rcode::NXDOMAIN
+        } else {
+            Rcode::SERVFAIL
+        };
+        let s = split_at(req.qname(), lower, off);
+        self.write_negative(req, w, snap, &s, rcode);
+        Flow::Answered
+    }
+
     /// [`Kubernetes::answer`] for a name in `zone` (which starts at `off`
     /// of the lowercase name), from `snap`.
     fn answer_from(
@@ -216,16 +275,7 @@ impl Kubernetes {
         let s = split_at(req.qname(), lower, off);
         let plan = self.plan(snap, &s, qtype);
         if let Plan::NameError = plan {
-            if self.falls_through(lower) {
-                return Ok(Flow::Next);
-            }
-            let rcode = if snap.synced() {
-                Rcode::NXDOMAIN
-            } else {
-                Rcode::SERVFAIL
-            };
-            self.write_negative(req, w, snap, &s, rcode);
-            return Ok(Flow::Answered);
+            return Ok(self.name_error(req, w, snap, off));
         }
         // An ExternalName leaving the zone, with plugins after this one to
         // resolve it: decided before anything is written.

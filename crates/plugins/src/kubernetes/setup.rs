@@ -15,6 +15,7 @@ use clusterdns_plugin::{ChainTail, SetupCtx};
 use clusterdns_wire::Name;
 use parking_lot::Mutex;
 
+use super::isolate::{Isolation, Unknown};
 use super::lookup::{LookupOpts, PodMode};
 use super::metrics::{ClientMetrics, MetricsHooks};
 use super::{Kubernetes, NAME};
@@ -47,6 +48,9 @@ struct Options {
     max_inflight: u64,
     snapshot: Option<PathBuf>,
     no_aaaa: bool,
+    /// `isolate` (its allowed namespaces) and `isolate_unknown`.
+    isolate: Option<Vec<String>>,
+    isolate_unknown: Option<Unknown>,
 }
 
 fn zone_list<'a>(
@@ -158,6 +162,8 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
         max_inflight: 0,
         snapshot: None,
         no_aaaa: false,
+        isolate: None,
+        isolate_unknown: None,
     };
     let path = |s: &str| {
         let p = PathBuf::from(s);
@@ -281,6 +287,24 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 };
                 o.snapshot = Some(path(file));
             }
+            "isolate" => {
+                let allow = o.isolate.get_or_insert_with(Vec::new);
+                allow.extend(args.iter().map(|a| a.to_ascii_lowercase()));
+            }
+            "isolate_unknown" => {
+                let [mode] = args.as_slice() else {
+                    return Err(p.arg_err());
+                };
+                o.isolate_unknown = Some(match *mode {
+                    "allow" => Unknown::Allow,
+                    "deny" => Unknown::Deny,
+                    other => {
+                        return Err(p.err(format!(
+                            "wrong value for isolate_unknown: {other}, must be one of: allow, deny"
+                        )));
+                    }
+                });
+            }
             "multicluster" | "zonal" => {
                 return Err(p.err(format!("{} is not supported", p.name.text)));
             }
@@ -289,6 +313,9 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
     }
     if !o.namespaces.is_empty() && o.namespace_labels.is_some() {
         return Err(d.err("namespaces and namespace_labels cannot both be set"));
+    }
+    if o.isolate_unknown.is_some() && o.isolate.is_none() {
+        return Err(d.err("isolate_unknown needs isolate"));
     }
     Ok(o)
 }
@@ -360,6 +387,10 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         tail: tail.clone(),
         memo_id: super::memo::instance_id(),
         host_search: host_search(),
+        isolation: o.isolate.clone().map(|allow| Isolation {
+            allow,
+            unknown: o.isolate_unknown.unwrap_or(Unknown::Allow),
+        }),
     };
     ctx.add_plugin(Arc::new(plugin));
     ctx.bind_tail(&tail);
@@ -377,7 +408,8 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         namespace_labels: o.namespace_labels.clone(),
         watch_namespaces: true,
         endpoints: !o.noendpoints,
-        pods: o.pods == PodMode::Verified,
+        // `isolate` knows a client by its Pod's address.
+        pods: o.pods == PodMode::Verified || o.isolate.is_some(),
         ..WatchConfig::default()
     };
     let client = ClientSpec {

@@ -989,6 +989,7 @@ fn on_index(index: &clusterdns_k8s::Index) -> super::Kubernetes {
         tail: clusterdns_plugin::ChainTail::default(),
         memo_id: super::memo::instance_id(),
         host_search: Vec::new(),
+        isolation: None,
     }
 }
 
