@@ -587,8 +587,8 @@ fn cache_hits() {
 /// The kubernetes plugin on a snapshot file (no API server): service,
 /// SRV, PTR, pod and negative answers, behind kubeadm's hooks; with
 /// `cache`, every query after the warm-up is a hit, so the lookup itself
-/// is measured without it.
-fn kubernetes(label: &str, cache: &str) -> Measured {
+/// is measured without it. `options`: more lines in the plugin's block.
+fn kubernetes(label: &str, cache: &str, options: &str) -> Measured {
     let d = tempdir();
     let objects = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -607,6 +607,7 @@ fn kubernetes(label: &str, cache: &str) -> Measured {
   pods insecure
   fallthrough in-addr.arpa ip6.arpa
   ttl 30
+  {options}
  }}
  {cache}
  loadbalance
@@ -627,15 +628,26 @@ fn kubernetes(label: &str, cache: &str) -> Measured {
 
 #[test]
 fn kubernetes_snapshot() {
-    let m = kubernetes("kubernetes", "");
+    let m = kubernetes("kubernetes", "", "");
     assert_eq!(metric_sum(&m.metrics, "coredns_cache_hits_total"), 0.0);
 }
 
 #[test]
 fn kubernetes_snapshot_cache_hits() {
-    let m = kubernetes("cache+kubernetes", "cache 30");
+    let m = kubernetes("cache+kubernetes", "cache 30", "");
     let hits = metric_sum(&m.metrics, "coredns_cache_hits_total");
     assert!(hits >= MEASURED as f64, "{hits} hits: {}", m.metrics);
+}
+
+/// `isolate`: the client (no Pod) is looked up and the namespace of every
+/// name (and of every PTR target) compared with the allowed one, per query.
+#[test]
+fn kubernetes_snapshot_isolated() {
+    kubernetes(
+        "kubernetes isolate",
+        "",
+        "isolate kplug\n  isolate_unknown deny",
+    );
 }
 
 /// Replies the server writes itself: REFUSED for a zone not served and
