@@ -1,6 +1,6 @@
 //! A pipelined stream connection (TCP or TLS) to one upstream: any number
 //! of queries in flight, written in turn by a writer task, their replies
-//! matched by message ID by a reader task.
+//! matched by message ID and question by a reader task.
 
 use std::collections::HashMap;
 use std::io;
@@ -9,11 +9,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clusterdns_wire::Header;
+
+use super::matching;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-type Waiting = Arc<Mutex<HashMap<u16, oneshot::Sender<Vec<u8>>>>>;
+/// A query waiting on the connection: where its reply goes, and its
+/// question (see [`matching::answers`]; empty: any reply with its ID).
+struct Waiter {
+    tx: oneshot::Sender<Vec<u8>>,
+    question: Box<[u8]>,
+}
+
+type Waiting = Arc<Mutex<HashMap<u16, Waiter>>>;
 
 /// Why a pipelined exchange failed.
 #[derive(Debug)]
@@ -92,8 +101,14 @@ impl Pipe {
                 if !h.qr() {
                     continue;
                 }
-                if let Some(tx) = rwaiting.lock().remove(&h.id) {
-                    let _ = tx.send(buf);
+                let mut w = rwaiting.lock();
+                // A reply with the query's ID but another question is not
+                // its reply: the query keeps waiting.
+                let ours = w
+                    .get(&h.id)
+                    .is_some_and(|q| q.question.is_empty() || matching::answers(&q.question, &buf));
+                if ours && let Some(q) = w.remove(&h.id) {
+                    let _ = q.tx.send(buf);
                 }
             }
             rdead.store(true, Ordering::Relaxed);
@@ -148,7 +163,8 @@ impl Pipe {
             while w.contains_key(&id) {
                 id = fastrand::u16(..);
             }
-            w.insert(id, tx);
+            let question = matching::question(msg).unwrap_or_default().into();
+            w.insert(id, Waiter { tx, question });
             id
         };
         let Ok(len) = u16::try_from(msg.len()) else {

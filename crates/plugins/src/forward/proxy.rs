@@ -17,6 +17,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 
+use super::matching;
 use super::metrics::Metrics;
 use super::pipe::{Pipe, PipeError};
 use super::shared::{PER_SOCKET, SharedUdp};
@@ -131,6 +132,7 @@ impl Drop for UdpTicket<'_> {
         let mut pool = self.proxy.udp.lock();
         let max_idle = self.proxy.opts.max_idle;
         if self.sock.dead()
+            || self.sock.used_up()
             || self.proxy.stopped.load(Ordering::Relaxed)
             || (max_idle != 0 && pool.idle.len() >= max_idle)
         {
@@ -293,9 +295,10 @@ impl Proxy {
     }
 
     /// Whether an idle socket may carry another query at `now`: used
-    /// within `expire`, younger than `max_age`.
+    /// within `expire`, younger than `max_age`, not used up.
     fn fresh(&self, s: &SharedUdp, now: Instant) -> bool {
         !s.dead()
+            && !s.used_up()
             && now.saturating_duration_since(s.used()) < self.opts.expire
             && (self.opts.max_age.is_zero()
                 || now.saturating_duration_since(s.created) < self.opts.max_age)
@@ -464,7 +467,8 @@ impl Proxy {
 
     /// One query over a pooled connected UDP socket, possibly shared
     /// with other queries in flight: `query` is sent with an ID unique on
-    /// that socket, and the first reply carrying that ID is returned. One
+    /// that socket, and the first reply carrying that ID and the query's
+    /// question (see [`matching::answers`]) is returned. One
     /// timer covers the write, the read timeout (from `start`) and the
     /// overall `until`.
     async fn udp_exchange(
@@ -497,7 +501,13 @@ impl Proxy {
         let exchange = async {
             sock.send(out).await.map_err(|e| ("write", e))?;
             written = true;
-            sock.wait(id).await.map_err(|e| ("read", e))
+            let q = matching::question(query);
+            loop {
+                let reply = sock.wait(id, q).await.map_err(|e| ("read", e))?;
+                if q.is_none_or(|q| matching::answers(q, &reply)) {
+                    return Ok(reply);
+                }
+            }
         };
         let r = tokio::time::timeout_at(until.min(read), exchange).await;
         // The local address only names the socket in an error message:

@@ -14,19 +14,28 @@ use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use clusterdns_wire::Header;
 use parking_lot::Mutex;
 
+use super::matching;
 use super::udp::UpstreamUdp;
 
 /// Queries in flight on one socket at most. A spoofed reply must hit one
 /// of their IDs: with at most this many, a guess succeeds with a chance
 /// of 1 in 65536 / 64 = 1024 (besides needing the socket's port).
 pub(crate) const PER_SOCKET: usize = 64;
+
+/// Each socket carries a random number of queries between these two, and
+/// is then retired: a source port found out (by the ICMP side channel of
+/// SADDNS, say) is soon worth nothing, and sequential queries do not all
+/// leave from one port for a whole `expire`. At least a few, so that a
+/// new socket is rare among queries.
+const MIN_USES: u32 = 8;
+const MAX_USES: u32 = 32;
 
 thread_local! {
     /// The receive buffer of this thread, large enough for any datagram.
@@ -61,6 +70,9 @@ pub(crate) struct SharedUdp {
     dead: AtomicBool,
     /// In the pool's idle list (kept by the pool, under its lock).
     pub(crate) listed: AtomicBool,
+    /// Queries begun on it, and how many it may take before it retires.
+    uses: AtomicU32,
+    budget: u32,
 }
 
 /// What a waiting query does next.
@@ -94,6 +106,8 @@ impl SharedUdp {
             created: now,
             dead: AtomicBool::new(false),
             listed: AtomicBool::new(false),
+            uses: AtomicU32::new(0),
+            budget: fastrand::u32(MIN_USES..=MAX_USES),
         })
     }
 
@@ -105,6 +119,12 @@ impl SharedUdp {
     /// Whether a receive failed on it.
     pub(crate) fn dead(&self) -> bool {
         self.dead.load(Ordering::Relaxed)
+    }
+
+    /// Whether it has carried its share of queries: no new ones from the
+    /// idle list, retired once idle.
+    pub(crate) fn used_up(&self) -> bool {
+        self.uses.load(Ordering::Relaxed) >= self.budget
     }
 
     /// When its last query ended (or it was created).
@@ -127,6 +147,7 @@ impl SharedUdp {
             id = fastrand::u16(..);
         }
         g.slots.insert(id, Slot::default());
+        self.uses.fetch_add(1, Ordering::Relaxed);
         self.inflight.store(g.slots.len(), Ordering::Relaxed);
         Some(id)
     }
@@ -172,7 +193,10 @@ impl SharedUdp {
     /// Waits for the reply to `id` (a datagram with that ID and QR set).
     /// Cancel-safe: dropping the future and calling [`SharedUdp::end`]
     /// hands the reader's role on.
-    pub(crate) async fn wait(&self, id: u16) -> io::Result<Vec<u8>> {
+    /// A reply the reader reads for itself is dropped unless it carries
+    /// the question `q` (see [`matching::answers`]); one another query
+    /// read for it is checked by the caller, who waits again.
+    pub(crate) async fn wait(&self, id: u16, q: Option<&[u8]>) -> io::Result<Vec<u8>> {
         loop {
             let turn = poll_fn(|cx| {
                 let mut g = self.inner.lock();
@@ -201,7 +225,7 @@ impl SharedUdp {
             match turn {
                 Turn::Done(r) => return r,
                 Turn::Read => {
-                    if let Some(r) = self.read_for(id).await {
+                    if let Some(r) = self.read_for(id, q).await {
                         return r;
                     }
                 }
@@ -211,9 +235,9 @@ impl SharedUdp {
 
     /// As the reader: receives until the reply to `id` comes (`Some`), or
     /// returns `None` if the slot got its reply otherwise.
-    async fn read_for(&self, id: u16) -> Option<Delivered> {
+    async fn read_for(&self, id: u16, q: Option<&[u8]>) -> Option<Delivered> {
         loop {
-            let got = self.sock.recv_with(|buf| self.dispatch(id, buf)).await;
+            let got = self.sock.recv_with(|buf| self.dispatch(id, q, buf)).await;
             match got {
                 Ok(Some(reply)) => {
                     // Our reply was most likely the last datagram queued
@@ -248,10 +272,12 @@ impl SharedUdp {
     /// Hands one received datagram to its query: `Some` when it is the
     /// reader's own (then the reader's role is handed on), otherwise the
     /// reply is stored for its query. Short datagrams, replies to no query
-    /// in flight (late, or spoofed) are dropped.
-    fn dispatch(&self, me: u16, datagram: &[u8]) -> Option<Vec<u8>> {
+    /// in flight (late, or spoofed) and the reader's own ID with another
+    /// question (spoofed) are dropped: the reader keeps reading, so the
+    /// readiness is not forgotten while the real reply may be queued.
+    fn dispatch(&self, me: u16, q: Option<&[u8]>, datagram: &[u8]) -> Option<Vec<u8>> {
         let h = Header::parse(datagram).ok()?;
-        if !h.qr() {
+        if !h.qr() || (h.id == me && q.is_some_and(|q| !matching::answers(q, datagram))) {
             return None;
         }
         let mut g = self.inner.lock();
