@@ -1,5 +1,6 @@
 #![doc = include_str!("README.md")]
 
+mod ids;
 mod matching;
 mod metrics;
 mod no_aaaa;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clusterdns_wire::Header;
 
-use super::matching;
+use super::{ids, matching};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -159,9 +159,9 @@ impl Pipe {
             if w.len() >= 60_000 {
                 return Err(PipeError::Closed);
             }
-            let mut id = fastrand::u16(..);
+            let mut id = ids::id();
             while w.contains_key(&id) {
-                id = fastrand::u16(..);
+                id = ids::id();
             }
             let question = matching::question(msg).unwrap_or_default().into();
             w.insert(id, Waiter { tx, question });

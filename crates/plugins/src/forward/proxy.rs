@@ -17,11 +17,11 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use super::matching;
 use super::metrics::Metrics;
 use super::pipe::{Pipe, PipeError};
 use super::shared::{PER_SOCKET, SharedUdp};
 use super::udp::UpstreamUdp;
+use super::{ids, matching};
 
 /// UDP sockets open at most per upstream; past that, queries share them
 /// (at most [`PER_SOCKET`] each).
@@ -268,7 +268,7 @@ impl Proxy {
                 return Ok(reply);
             }
             Transport::Tcp | Transport::Tls => {
-                let id = fastrand::u16(..);
+                let id = ids::id();
                 let mut msg = query.to_vec();
                 clusterdns_wire::set_id(&mut msg, id);
                 tokio::time::timeout_at(until, self.stream_exchange(t, &msg))
@@ -602,7 +602,7 @@ impl Proxy {
     /// One health check: `<domain> IN NS` on a fresh connection. Any
     /// reply is healthy, whatever its rcode.
     pub(crate) async fn check(&self) -> io::Result<()> {
-        let id = fastrand::u16(..);
+        let id = ids::id();
         let mut msg = Vec::with_capacity(64);
         let header = Header {
             id,

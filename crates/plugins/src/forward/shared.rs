@@ -21,8 +21,8 @@ use std::time::Instant;
 use clusterdns_wire::Header;
 use parking_lot::Mutex;
 
-use super::matching;
 use super::udp::UpstreamUdp;
+use super::{ids, matching};
 
 /// Queries in flight on one socket at most. A spoofed reply must hit one
 /// of their IDs: with at most this many, a guess succeeds with a chance
@@ -142,9 +142,9 @@ impl SharedUdp {
         if g.slots.len() >= PER_SOCKET {
             return None;
         }
-        let mut id = fastrand::u16(..);
+        let mut id = ids::id();
         while g.slots.contains_key(&id) {
-            id = fastrand::u16(..);
+            id = ids::id();
         }
         g.slots.insert(id, Slot::default());
         self.uses.fetch_add(1, Ordering::Relaxed);
