@@ -1019,8 +1019,17 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
         let mut old_log = format!("{mode}{over}0.log");
         let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, &old_log)));
         lab.wait_answer(V4.cluster, WHO, false, "198.51.100.1");
-        wait_for("the interception", Duration::from_secs(10), || {
-            interception(&lab, mode).contains(V4.local)
+        // iptables mode adds its rules one command at a time: the set is
+        // complete once it holds still (no change for a second).
+        let mut last = String::new();
+        let mut since = Instant::now();
+        wait_for("the interception", Duration::from_secs(30), || {
+            let now = interception(&lab, mode);
+            if now != last {
+                last = now;
+                since = Instant::now();
+            }
+            last.contains(V4.local) && since.elapsed() >= Duration::from_secs(1)
         });
         let before = interception(&lab, mode);
         for round in 1..=rounds {
