@@ -378,11 +378,17 @@ impl PodNetns {
 
     /// `getent ahostsv4 NAME` in the namespace: exit status and output.
     fn getent(&self, name: &str) -> String {
+        self.run(&["getent", "ahostsv4", name])
+    }
+
+    /// A program in the namespace: exit status and output.
+    fn run(&self, argv: &[&str]) -> String {
         let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &self.name, "getent", "ahostsv4", name])
+            .args(["netns", "exec", &self.name])
+            .args(argv)
             .stdin(std::process::Stdio::null())
             .output()
-            .expect("getent");
+            .expect("ip netns exec");
         format!(
             "{} {}",
             out.status.code().unwrap_or(-1),
@@ -408,12 +414,29 @@ impl Drop for PodNetns {
     }
 }
 
-/// glibc in a Pod's network namespace (ndots:5) against each server in
-/// turn on the Pod's nameserver address: the same `getent` results and
-/// the same number of queries per lookup (one per address family asked
-/// when the walk finds the name).
+/// `tests/clients/getaddrinfo.c` linked statically against musl
+/// (`musl-gcc`, from musl-tools), in `dir`; `None` without musl-gcc.
+fn musl_client(dir: &Path) -> Option<std::path::PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/getaddrinfo.c");
+    let out = dir.join("getaddrinfo-musl");
+    let built = std::process::Command::new("musl-gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status();
+    match built {
+        Ok(st) if st.success() => Some(out),
+        Ok(st) => panic!("musl-gcc failed: {st}"),
+        Err(_) => None,
+    }
+}
+
+/// glibc (`getent`) and musl (a static getaddrinfo client) in a Pod's
+/// network namespace (ndots:5) against each server in turn on the Pod's
+/// nameserver address: the same results and the same number of queries
+/// per lookup (one when the walk finds the name).
 #[test]
-fn glibc_in_a_pod_walks_in_one_round_trip_as_with_coredns() {
+fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
     let home = rig.namespace("ap17-glibc").expect("namespace");
@@ -441,6 +464,11 @@ fn glibc_in_a_pod_walks_in_one_round_trip_as_with_coredns() {
         "nothing.example.test".to_string(),
     ];
     let dir = clusterdns_test_support::ScratchDir::new("autopath-glibc").expect("dir");
+    let musl = musl_client(dir.path());
+    if musl.is_none() {
+        clusterdns_test_support::skip("no musl-gcc (musl-tools): testing glibc only");
+    }
+    let musl = musl.as_ref().map(|p| p.display().to_string());
     let mut seen = Vec::new();
     for (label, program) in [("coredns", coredns.as_path()), ("clusterdns", clusterdns())] {
         let path = dir.path().join(format!("{label}.Corefile"));
@@ -466,9 +494,17 @@ fn glibc_in_a_pod_walks_in_one_round_trip_as_with_coredns() {
             let before = queries_logged(&log);
             let out = pod.getent(name);
             results.push(format!(
-                "{name}: {out} queries={}",
+                "glibc {name}: {out} queries={}",
                 queries_logged(&log) - before
             ));
+            if let Some(musl) = &musl {
+                let before = queries_logged(&log);
+                let out = pod.run(&[musl, name]);
+                results.push(format!(
+                    "musl {name}: {out} queries={}",
+                    queries_logged(&log) - before
+                ));
+            }
         }
         drop(server);
         seen.push(results);
@@ -478,8 +514,12 @@ fn glibc_in_a_pod_walks_in_one_round_trip_as_with_coredns() {
         seen[0], seen[1],
         "coredns (left) and clusterdns (right) differ"
     );
-    // The walk saved the round trips: one query for the name found.
+    // The walk saved the round trips: one query for the name found, from
+    // each client.
     assert!(seen[1][0].ends_with("queries=1"), "{:?}", seen[1]);
+    if musl.is_some() {
+        assert!(seen[1][1].ends_with("queries=1"), "{:?}", seen[1]);
+    }
 }
 
 /// Query log lines (CoreDNS's format) in a server's log so far.
