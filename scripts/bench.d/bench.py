@@ -550,7 +550,10 @@ class Autopath(SearchPath):
     offered = 1500  # lookups/s: within what the Python driver sustains on CPU 0
     inflight = 32
     POD_NS, POD_NAME, POD_IP = "bench-0", "bench-client", "127.0.0.50"
-    VARIANTS = (("autopath", True), ("autopath-off", False))
+    # (row name, autopath on, kinds of lookup): the mix, and the external
+    # names alone (the issue's target: one round trip for those).
+    VARIANTS = (("autopath", True, ""), ("autopath-off", False, ""),
+                ("autopath-external", True, "external"), ("autopath-external-off", False, "external"))
 
     def prepare(self):
         rnd = random.Random(5)
@@ -1074,12 +1077,13 @@ def measure_propagation(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict
     return rows
 
 
-def walk(sc: "Autopath", port: int, duration: float) -> dict:
-    """walk.py on CPU 0 against PORT for DURATION seconds; its JSON summary."""
+def walk(sc: "Autopath", port: int, duration: float, kinds: str) -> dict:
+    """walk.py on CPU 0 against PORT for DURATION seconds (lookups of KINDS
+    only, when given); its JSON summary."""
     args = ["taskset", "-c", CLIENT_CPU, sys.executable, os.path.join(HERE, "walk.py"),
             "--port", str(port), "--src", sc.POD_IP, "--file", sc.lookup_file,
             "--rate", str(sc.offered), "--duration", str(duration),
-            "--inflight", str(sc.inflight), "--search", ",".join(sc.SEARCH)]
+            "--inflight", str(sc.inflight), "--search", ",".join(sc.SEARCH), "--kinds", kinds]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     PROCS.append(p)
     try:
@@ -1094,12 +1098,13 @@ def walk(sc: "Autopath", port: int, duration: float) -> dict:
     except (ValueError, IndexError):
         raise RuntimeError(f"walk.py gave no summary: {err.strip()[-300:]}") from None
     if "error" in res:
-        raise RuntimeError(f"walk.py: {res['error']}")
+        raise RuntimeError(f"walk.py: {res['error']} ({' '.join(args)})")
     res["cmd"] = " ".join(args)
     return res
 
 
-def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autopath: bool) -> dict:
+def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autopath: bool,
+                      kinds: str) -> dict:
     port = free_port()
     load = print_uptime()
     tag = f".{variant}"
@@ -1122,9 +1127,9 @@ def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autop
                     raise RuntimeError(f"{server}: autopath never answered {first} from "
                                        f"{sc.POD_IP} (last: {r}): {last_log_line(ctx, server, tag)}")
                 time.sleep(0.2)
-        walk(sc, port, 2)  # warm: caches, connections to the upstream
+        walk(sc, port, 2, kinds)  # warm: caches, connections to the upstream
         u0, k0 = cpu_split(p.pid)
-        w = walk(sc, port, ctx.fixed_dur)
+        w = walk(sc, port, ctx.fixed_dur, kinds)
         u1, k1 = cpu_split(p.pid)
         rss = rss_mib(p.pid)
         if p.poll() is not None:
@@ -1141,9 +1146,9 @@ def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autop
          "sys_us_per_lookup": (k1 - k0) * 1e6 / CLK_TCK / done if done else None,
          "p50_us": w.get("p50_us"), "p99_us": w.get("p99_us"), "rss_mib": rss,
          "cpu_ticks": ticks, "walk": w}
-    kinds = ", ".join(f"{k} {fmt(v['queries_per_lookup'], 2)}" for k, v in w["per_kind"].items())
+    by_kind = ", ".join(f"{k} {fmt(v['queries_per_lookup'], 2)}" for k, v in w["per_kind"].items())
     log(f"  {variant}/{server}: {fmt(r['lookups_per_s'], 0)} lookups/s (offered {sc.offered}), "
-        f"{fmt(r['queries_per_lookup'], 2)} queries/lookup ({kinds}), "
+        f"{fmt(r['queries_per_lookup'], 2)} queries/lookup ({by_kind}), "
         f"{fmt(r['cpu_us_per_lookup'], 1)} us CPU/lookup, p50 {fmt(r['p50_us'], 0)} us, "
         f"RSS {fmt(rss, 1)} MiB; {w['answered']}/{w['done']} answered right, {w['wrong']} wrong, "
         f"{w['unanswered']} unanswered, {w['lost']} lost, {w['late_starts']} started late")
@@ -1159,12 +1164,12 @@ def measure_autopath(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
     rows: list[dict] = []
     up = start_upstream(ctx)
     try:
-        for variant, autopath in sc.VARIANTS:
+        for variant, autopath, kinds in sc.VARIANTS:
             for s in servers:
                 runs, err = [], None
                 for _ in range(ctx.runs):
                     try:
-                        runs.append(measure_walk_once(ctx, sc, s, variant, autopath))
+                        runs.append(measure_walk_once(ctx, sc, s, variant, autopath, kinds))
                     except RuntimeError as e:
                         err = str(e)
                         log(f"  {variant}/{s}: failed: {e}")
@@ -1181,10 +1186,10 @@ def measure_autopath(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
                 # Wrong or unanswered lookups fail the row; lost ones (a busy
                 # machine) are only counted in the note.
                 wrong = sum(r["walk"]["wrong"] + r["walk"]["unanswered"] for r in runs)
-                kinds = ", ".join(f"{k} {fmt(v['queries_per_lookup'], 2)}"
-                                  for k, v in last["per_kind"].items())
+                by_kind = ", ".join(f"{k} {fmt(v['queries_per_lookup'], 2)}"
+                                   for k, v in last["per_kind"].items())
                 note = (f"{fmt(agg['lookups_per_s'], 0)} lookups/s at {sc.offered}/s offered, "
-                        f"{fmt(agg['queries_per_lookup'], 2)} queries/lookup ({kinds}), "
+                        f"{fmt(agg['queries_per_lookup'], 2)} queries/lookup ({by_kind}), "
                         f"{fmt(agg['cpu_us_per_lookup'], 1)} µs CPU/lookup; p50/p99 per lookup")
                 if bad:
                     note += (f"; {bad} lookups not answered right (e.g. "
@@ -1197,7 +1202,7 @@ def measure_autopath(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
                                 load1=[r["load1"] for r in runs], **agg))
     finally:
         stop(up)
-    for variant, _ in sc.VARIANTS:
+    for variant, *_ in sc.VARIANTS:
         for s in ("unbound", "ceiling"):
             rows.append(skipped(variant, s, "not applicable: no Pod index, no autopath"))
     return rows
@@ -1235,14 +1240,16 @@ def ratios(rows: list[dict]) -> list[dict]:
 
     # Per lookup (autopath): clusterdns against CoreDNS, and each server with
     # autopath against itself without.
-    for sc in ("autopath", "autopath-off"):
-        ratio("clusterdns/coredns", sc, by.get((sc, "clusterdns")), by.get((sc, "coredns")),
-              LOOKUP_KEYS, per_lookup=True)
-    for srv in ("clusterdns", "coredns"):
-        ratio(f"{srv} autopath/off", "autopath", by.get(("autopath", srv)),
-              by.get(("autopath-off", srv)), LOOKUP_KEYS, per_lookup=True)
-    ratio("clusterdns autopath/coredns off", "autopath", by.get(("autopath", "clusterdns")),
-          by.get(("autopath-off", "coredns")), LOOKUP_KEYS, per_lookup=True)
+    for on in ("autopath", "autopath-external"):
+        off = f"{on}-off"
+        for sc in (on, off):
+            ratio("clusterdns/coredns", sc, by.get((sc, "clusterdns")), by.get((sc, "coredns")),
+                  LOOKUP_KEYS, per_lookup=True)
+        for srv in ("clusterdns", "coredns"):
+            ratio(f"{srv} autopath/off", on, by.get((on, srv)), by.get((off, srv)), LOOKUP_KEYS,
+                  per_lookup=True)
+        ratio("clusterdns autopath/coredns off", on, by.get((on, "clusterdns")),
+              by.get((off, "coredns")), LOOKUP_KEYS, per_lookup=True)
     # The rewrite path against the same answers without it, per server.
     for srv in ("clusterdns", "coredns"):
         ratio(f"{srv} rewrite/hosts", "rewrite", by.get(("rewrite", srv)), by.get(("hosts", srv)),
@@ -1296,7 +1303,8 @@ def markdown(rows: list[dict], rats: list[dict]) -> str:
                              " | ".join(fmt(x[k], 2) for k in keys) + " |")
 
     ratio_table(["lookups/s", "queries/lookup", "CPU/lookup", "p50", "p99", "RSS"], LOOKUP_KEYS,
-                [x for x in rats if x.get("per_lookup")])
+                [x for x in rats if x.get("per_lookup")
+                 and any(x[k] is not None for k in LOOKUP_KEYS)])
     ratio_table(["max q/s", "CPU/query", "p50", "p99", "RSS"], RATIO_KEYS,
                 [x for x in rats if not x.get("per_lookup")
                  and any(x[k] is not None for k in RATIO_KEYS)])
@@ -1404,7 +1412,7 @@ def main() -> int:
                 if api is not None and servers:
                     rows += measure_autopath(ctx, servers, api)
                 for s, w in why.items():
-                    for variant, _ in Autopath.VARIANTS:
+                    for variant, *_ in Autopath.VARIANTS:
                         rows.append(skipped(variant, s, w))
             if "propagation" in k8s_chosen:
                 if api is not None and servers:

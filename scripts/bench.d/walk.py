@@ -15,7 +15,8 @@ same way, so round trips per lookup are the same).
 Input file: one lookup per line, `KIND NAME ADDR[,ADDR...]` (the addresses a
 right answer may hold). Output: one JSON object on stdout.
 
-    walk.py --port P --src 127.0.0.50 --file F --rate R --duration S [--inflight N]"""
+    walk.py --port P --src 127.0.0.50 --file F --rate R --duration S [--inflight N]
+            [--kinds external,...]"""
 
 import argparse
 import json
@@ -59,14 +60,16 @@ def main() -> int:
     ap.add_argument("--rate", type=float, required=True, help="lookups started per second")
     ap.add_argument("--duration", type=float, required=True)
     ap.add_argument("--inflight", type=int, default=32)
+    ap.add_argument("--kinds", default="", help="only lookups of these KINDs (comma list)")
     ap.add_argument("--search", default="bench-0.svc.cluster.local,svc.cluster.local,cluster.local")
     a = ap.parse_args()
     search = [s for s in a.search.split(",") if s]
+    kinds = {k for k in a.kinds.split(",") if k}
     lookups = []
     with open(a.file, encoding="utf-8") as f:
         for line in f:
             parts = line.split()
-            if len(parts) == 3:
+            if len(parts) == 3 and (not kinds or parts[0] in kinds):
                 lookups.append((parts[0], parts[1], set(parts[2].split(","))))
     if not lookups:
         print(json.dumps({"error": f"no lookups in {a.file}"}))
