@@ -34,9 +34,10 @@ OUT = os.path.join(ROOT, "target", "bench")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVERS = ["clusterdns", "coredns", "unbound", "ceiling"]
 DNSPERF_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster"]
-K8S_SCENARIOS = ["search-path", "cluster", "memory", "propagation", "startup", "memory-pods"]
-ALL_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster",
-                 "node-cache", "memory", "propagation", "startup", "memory-pods"]
+K8S_SCENARIOS = ["search-path", "autopath", "cluster", "memory", "propagation", "startup",
+                 "memory-pods"]
+ALL_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "autopath",
+                 "cluster", "node-cache", "memory", "propagation", "startup", "memory-pods"]
 SERVER_CPU = "1"
 CLIENT_CPU = "0"
 
@@ -536,6 +537,50 @@ class SearchPath(Cluster):
         return True
 
 
+class Autopath(SearchPath):
+    """The search walk of a Pod in bench-0 (ndots:5, SEARCH) as lookups, not
+    queries: walk.py asks A for each search name in turn and stops at the
+    first answer, from the Pod's IP, so `autopath @kubernetes` can answer the
+    whole walk in one round trip (CNAME + A). Measured per lookup: round
+    trips, server CPU, latency; once with autopath, once without (the same
+    Corefile minus the autopath line) as the baseline. Mix: same-namespace
+    short names, `svc.ns` names, external names (the upstream Unbound)."""
+
+    name = "autopath"
+    offered = 1500  # lookups/s: within what the Python driver sustains on CPU 0
+    inflight = 32
+    POD_NS, POD_NAME, POD_IP = "bench-0", "bench-client", "127.0.0.50"
+    # (row name, autopath on, kinds of lookup): the mix, and the external
+    # names alone (the issue's target: one round trip for those).
+    VARIANTS = (("autopath", True, ""), ("autopath-off", False, ""),
+                ("autopath-external", True, "external"), ("autopath-external-off", False, "external"))
+
+    def prepare(self):
+        rnd = random.Random(5)
+        lines = []
+        for _ in range(20000):
+            r = rnd.random()
+            i = rnd.randrange(self.N)
+            if r < 0.3:
+                j = i % k8s.PER_NS  # Service j lives in bench-0
+                kind, name = "same-ns", k8s.svc_name(j)
+            elif r < 0.6:
+                j = i
+                kind, name = "svc.ns", f"{k8s.svc_name(i)}.{k8s.ns_of(i)}"
+            else:
+                lines.append(f"external www{i % 200}.example.com 10.1.2.4")
+                continue
+            want = ([k8s.endpoint_ip(j, k) for k in range(k8s.ENDPOINTS_PER_SVC)]
+                    if k8s.headless(j) else [k8s.cluster_ip(j)])
+            lines.append(f"{kind} {name} {','.join(want)}")
+        self.lookup_file = write(os.path.join(self.dir, "lookups.txt"), "\n".join(lines) + "\n")
+
+    def corefile(self, port, autopath: bool = True):
+        return (f".:{port} {{\n    errors\n{k8s_block(self.ctx, 'verified')}"
+                + ("    autopath @kubernetes\n" if autopath else "")
+                + f"    forward . 127.0.0.1:{self.ctx.upstream_port}\n    cache 30\n}}\n")
+
+
 SCENARIO_CLASSES = {c.name: c for c in (Hosts, Rewrite, Whoami, CacheHit, Forward, SearchPath, Cluster)}
 
 
@@ -680,6 +725,19 @@ def skipped(scenario: str, server: str, reason: str) -> dict:
     return row(scenario, server, status="skipped", reason=reason)
 
 
+def start_upstream(ctx: Ctx) -> subprocess.Popen:
+    """The loopback upstream Unbound (upstream_conf) on CPU 0; sets ctx.upstream_port."""
+    ctx.upstream_port = free_port()
+    up = spawn(["taskset", "-c", CLIENT_CPU, UNBOUND, "-d", "-c",
+                upstream_conf(ctx, ctx.upstream_port)],
+               os.path.join(ctx.work, "unbound-upstream.log"))
+    why = wait_up(up, ctx.upstream_port, ("probe.ext.bench", 1), True)
+    if why:
+        stop(up)
+        raise RuntimeError(f"upstream unbound: {why}")
+    return up
+
+
 def run_dnsperf_scenario(ctx: Ctx, name: str) -> list[dict]:
     log(f"== scenario {name}")
     sc = SCENARIO_CLASSES[name](ctx)
@@ -690,13 +748,7 @@ def run_dnsperf_scenario(ctx: Ctx, name: str) -> list[dict]:
     rows: list[dict] = []
     try:
         if sc.needs_upstream:
-            ctx.upstream_port = free_port()
-            up = spawn(["taskset", "-c", CLIENT_CPU, UNBOUND, "-d", "-c",
-                        upstream_conf(ctx, ctx.upstream_port)],
-                       os.path.join(ctx.work, "unbound-upstream.log"))
-            why = wait_up(up, ctx.upstream_port, ("probe.ext.bench", 1), True)
-            if why:
-                raise RuntimeError(f"upstream unbound: {why}")
+            up = start_upstream(ctx)
         usable = []
         for s in SERVERS:
             why = availability(ctx, s, sc)
@@ -1025,11 +1077,144 @@ def measure_propagation(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict
     return rows
 
 
+def walk(sc: "Autopath", port: int, duration: float, kinds: str) -> dict:
+    """walk.py on CPU 0 against PORT for DURATION seconds (lookups of KINDS
+    only, when given); its JSON summary."""
+    args = ["taskset", "-c", CLIENT_CPU, sys.executable, os.path.join(HERE, "walk.py"),
+            "--port", str(port), "--src", sc.POD_IP, "--file", sc.lookup_file,
+            "--rate", str(sc.offered), "--duration", str(duration),
+            "--inflight", str(sc.inflight), "--search", ",".join(sc.SEARCH), "--kinds", kinds]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    PROCS.append(p)
+    try:
+        out, err = p.communicate(timeout=duration + 60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        PROCS.remove(p)
+    try:
+        res = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError(f"walk.py gave no summary: {err.strip()[-300:]}") from None
+    if "error" in res:
+        raise RuntimeError(f"walk.py: {res['error']} ({' '.join(args)})")
+    res["cmd"] = " ".join(args)
+    return res
+
+
+def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autopath: bool,
+                      kinds: str) -> dict:
+    port = free_port()
+    load = print_uptime()
+    tag = f".{variant}"
+    p = start_server(ctx, server, None, port, corefile=sc.corefile(port, autopath), tag=tag)
+    try:
+        why = wait_up(p, port, sc.probe, True, secs=60)
+        if why:
+            raise RuntimeError(f"{server} not serving {variant}: {why}: {last_log_line(ctx, server, tag)}")
+        # The client Pod must be in the server's Pod index before autopath
+        # can know the client: wait for the first search name of an external
+        # lookup to come back answered (CNAME + A).
+        if autopath:
+            first = f"www0.example.com.{sc.SEARCH[0]}"
+            end = time.monotonic() + 60
+            while True:
+                r = dnsq.ask(port, first, 1, timeout=0.3, src=sc.POD_IP)
+                if r and r[1] == 0 and r[3]:
+                    break
+                if time.monotonic() > end or p.poll() is not None:
+                    raise RuntimeError(f"{server}: autopath never answered {first} from "
+                                       f"{sc.POD_IP} (last: {r}): {last_log_line(ctx, server, tag)}")
+                time.sleep(0.2)
+        walk(sc, port, 2, kinds)  # warm: caches, connections to the upstream
+        u0, k0 = cpu_split(p.pid)
+        w = walk(sc, port, ctx.fixed_dur, kinds)
+        u1, k1 = cpu_split(p.pid)
+        rss = rss_mib(p.pid)
+        if p.poll() is not None:
+            raise RuntimeError(f"{server} died during the run: {last_log_line(ctx, server, tag)}")
+    finally:
+        stop(p)
+    done, queries = w.get("done") or 0, w.get("queries") or 0
+    ticks = (u1 + k1) - (u0 + k0)
+    cpu_us = ticks * 1e6 / CLK_TCK
+    r = {"load1": load, "lookups_per_s": w.get("lookups_per_s"),
+         "queries_per_lookup": w.get("queries_per_lookup"),
+         "cpu_us_per_lookup": cpu_us / done if done else None,
+         "cpu_us_per_query": cpu_us / queries if queries else None,
+         "sys_us_per_lookup": (k1 - k0) * 1e6 / CLK_TCK / done if done else None,
+         "p50_us": w.get("p50_us"), "p99_us": w.get("p99_us"), "rss_mib": rss,
+         "cpu_ticks": ticks, "walk": w}
+    by_kind = ", ".join(f"{k} {fmt(v['queries_per_lookup'], 2)}" for k, v in w["per_kind"].items())
+    log(f"  {variant}/{server}: {fmt(r['lookups_per_s'], 0)} lookups/s (offered {sc.offered}), "
+        f"{fmt(r['queries_per_lookup'], 2)} queries/lookup ({by_kind}), "
+        f"{fmt(r['cpu_us_per_lookup'], 1)} us CPU/lookup, p50 {fmt(r['p50_us'], 0)} us, "
+        f"RSS {fmt(rss, 1)} MiB; {w['answered']}/{w['done']} answered right, {w['wrong']} wrong, "
+        f"{w['unanswered']} unanswered, {w['lost']} lost, {w['late_starts']} started late")
+    return r
+
+
+def measure_autopath(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
+    """The autopath scenario: each server with and without autopath, per lookup."""
+    log("== scenario autopath")
+    sc = Autopath(ctx)
+    sc.prepare()
+    k8s.ensure_client_pod(api, sc.POD_NS, sc.POD_NAME, sc.POD_IP)
+    rows: list[dict] = []
+    up = start_upstream(ctx)
+    try:
+        for variant, autopath, kinds in sc.VARIANTS:
+            for s in servers:
+                runs, err = [], None
+                for _ in range(ctx.runs):
+                    try:
+                        runs.append(measure_walk_once(ctx, sc, s, variant, autopath, kinds))
+                    except RuntimeError as e:
+                        err = str(e)
+                        log(f"  {variant}/{s}: failed: {e}")
+                        break
+                if not runs:
+                    rows.append(row(variant, s, status="failed", reason=err))
+                    continue
+                agg = {k: median([r[k] for r in runs]) for k in
+                       ("lookups_per_s", "queries_per_lookup", "cpu_us_per_lookup",
+                        "cpu_us_per_query", "sys_us_per_lookup", "p50_us", "p99_us", "rss_mib")}
+                last = runs[-1]["walk"]
+                bad = sum(r["walk"]["wrong"] + r["walk"]["unanswered"] + r["walk"]["lost"]
+                          for r in runs)
+                # Wrong or unanswered lookups fail the row; lost ones (a busy
+                # machine) are only counted in the note.
+                wrong = sum(r["walk"]["wrong"] + r["walk"]["unanswered"] for r in runs)
+                by_kind = ", ".join(f"{k} {fmt(v['queries_per_lookup'], 2)}"
+                                   for k, v in last["per_kind"].items())
+                note = (f"{fmt(agg['lookups_per_s'], 0)} lookups/s at {sc.offered}/s offered, "
+                        f"{fmt(agg['queries_per_lookup'], 2)} queries/lookup ({by_kind}), "
+                        f"{fmt(agg['cpu_us_per_lookup'], 1)} µs CPU/lookup; p50/p99 per lookup")
+                if bad:
+                    note += (f"; {bad} lookups not answered right (e.g. "
+                             f"{'; '.join(last['wrong_examples'][:2]) or 'lost/unanswered'})")
+                if err:
+                    note += f"; {err}"
+                rows.append(row(variant, s, offered_lookups=sc.offered, runs=len(runs),
+                                per_run=runs, per_kind=last["per_kind"], lookups_bad=bad,
+                                status="failed" if wrong else "ok", reason=note,
+                                load1=[r["load1"] for r in runs], **agg))
+    finally:
+        stop(up)
+    for variant, *_ in sc.VARIANTS:
+        for s in ("unbound", "ceiling"):
+            rows.append(skipped(variant, s, "not applicable: no Pod index, no autopath"))
+    return rows
+
+
 # --------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------
 
 RATIO_KEYS = ("qps", "cpu_us_per_query", "p50_us", "p99_us", "rss_mib")
+LOOKUP_KEYS = ("lookups_per_s", "queries_per_lookup", "cpu_us_per_lookup", "p50_us", "p99_us",
+               "rss_mib")
 
 
 def ratios(rows: list[dict]) -> list[dict]:
@@ -1045,15 +1230,30 @@ def ratios(rows: list[dict]) -> list[dict]:
                 b = theirs.get(k) if theirs else None
                 entry[k] = a / b if (a is not None and b) else None
             out.append(entry)
+    def ratio(label: str, sc: str, a: dict | None, b: dict | None, keys: tuple, **extra) -> None:
+        if a and b:
+            entry = {"kind": "ratio", "scenario": sc, "server": label, **extra}
+            for k in keys:
+                x, y = a.get(k), b.get(k)
+                entry[k] = x / y if (x is not None and y) else None
+            out.append(entry)
+
+    # Per lookup (autopath): clusterdns against CoreDNS, and each server with
+    # autopath against itself without.
+    for on in ("autopath", "autopath-external"):
+        off = f"{on}-off"
+        for sc in (on, off):
+            ratio("clusterdns/coredns", sc, by.get((sc, "clusterdns")), by.get((sc, "coredns")),
+                  LOOKUP_KEYS, per_lookup=True)
+        for srv in ("clusterdns", "coredns"):
+            ratio(f"{srv} autopath/off", on, by.get((on, srv)), by.get((off, srv)), LOOKUP_KEYS,
+                  per_lookup=True)
+        ratio("clusterdns autopath/coredns off", on, by.get((on, "clusterdns")),
+              by.get((off, "coredns")), LOOKUP_KEYS, per_lookup=True)
     # The rewrite path against the same answers without it, per server.
     for srv in ("clusterdns", "coredns"):
-        rw, plain = by.get(("rewrite", srv)), by.get(("hosts", srv))
-        if rw and plain:
-            entry = {"kind": "ratio", "scenario": "rewrite", "server": f"{srv} rewrite/hosts"}
-            for k in RATIO_KEYS:
-                a, b = rw.get(k), plain.get(k)
-                entry[k] = a / b if (a is not None and b) else None
-            out.append(entry)
+        ratio(f"{srv} rewrite/hosts", "rewrite", by.get(("rewrite", srv)), by.get(("hosts", srv)),
+              RATIO_KEYS)
     return out
 
 
@@ -1084,13 +1284,30 @@ def markdown(rows: list[dict], rats: list[dict]) -> str:
         lines.append(f"| {r['scenario']} | {r['server']} | {fmt(r.get('qps'), 0)} | "
                      f"{fmt(r.get('cpu_us_per_query'), 2)} | {fmt(r.get('p50_us'), 0)} | "
                      f"{fmt(r.get('p99_us'), 0)} | {fmt(r.get('rss_mib'), 1)} | {note} |")
-    useful = [x for x in rats if any(x[k] is not None for k in RATIO_KEYS)]
-    if useful:
-        lines += ["", "| scenario | ratio | max q/s | CPU/query | p50 | p99 | RSS |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
-        for x in useful:
-            lines.append(f"| {x['scenario']} | {x['server']} | " +
-                         " | ".join(fmt(x[k], 2) for k in RATIO_KEYS) + " |")
+    walks = [r for r in rows if r.get("queries_per_lookup") is not None]
+    if walks:
+        lines += ["", "| scenario | server | lookups/s | queries/lookup | CPU µs/lookup | "
+                  "p50 µs/lookup | p99 µs/lookup | RSS MiB |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for r in walks:
+            lines.append(f"| {r['scenario']} | {r['server']} | {fmt(r['lookups_per_s'], 0)} | "
+                         f"{fmt(r['queries_per_lookup'], 2)} | {fmt(r['cpu_us_per_lookup'], 1)} | "
+                         f"{fmt(r.get('p50_us'), 0)} | {fmt(r.get('p99_us'), 0)} | "
+                         f"{fmt(r.get('rss_mib'), 1)} |")
+    def ratio_table(heads: list[str], keys: tuple, entries: list[dict]) -> None:
+        if entries:
+            lines.extend(["", "| scenario | ratio | " + " | ".join(heads) + " |",
+                          "|---|---|" + "---:|" * len(heads)])
+            for x in entries:
+                lines.append(f"| {x['scenario']} | {x['server']} | " +
+                             " | ".join(fmt(x[k], 2) for k in keys) + " |")
+
+    ratio_table(["lookups/s", "queries/lookup", "CPU/lookup", "p50", "p99", "RSS"], LOOKUP_KEYS,
+                [x for x in rats if x.get("per_lookup")
+                 and any(x[k] is not None for k in LOOKUP_KEYS)])
+    ratio_table(["max q/s", "CPU/query", "p50", "p99", "RSS"], RATIO_KEYS,
+                [x for x in rats if not x.get("per_lookup")
+                 and any(x[k] is not None for k in RATIO_KEYS)])
     return "\n".join(lines)
 
 
@@ -1191,6 +1408,12 @@ def main() -> int:
             for name in ("cluster", "search-path"):
                 if name in k8s_chosen:
                     rows += run_dnsperf_scenario(ctx, name)
+            if "autopath" in k8s_chosen:
+                if api is not None and servers:
+                    rows += measure_autopath(ctx, servers, api)
+                for s, w in why.items():
+                    for variant, *_ in Autopath.VARIANTS:
+                        rows.append(skipped(variant, s, w))
             if "propagation" in k8s_chosen:
                 if api is not None and servers:
                     rows += measure_propagation(ctx, servers, api)

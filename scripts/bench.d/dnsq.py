@@ -55,11 +55,15 @@ def parse_reply(msg: bytes):
     return qid, flags & 0xF, an, addrs
 
 
-def ask(port: int, name: str, qtype: int = 1, timeout: float = 0.5, host: str = "127.0.0.1"):
-    """One query; returns parse_reply(...) or None on timeout/garbage."""
+def ask(port: int, name: str, qtype: int = 1, timeout: float = 0.5, host: str = "127.0.0.1",
+        src: str | None = None):
+    """One query (from address SRC when given); returns parse_reply(...) or
+    None on timeout/garbage."""
     qid = random.randint(0, 0xFFFF)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(timeout)
+        if src:
+            s.bind((src, 0))
         try:
             s.sendto(build_query(name, qtype, qid), (host, port))
             deadline = time.monotonic() + timeout

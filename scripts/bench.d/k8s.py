@@ -242,6 +242,19 @@ def load_pods(api: Api, start: int, end: int, threads: int = 16) -> float:
     return time.monotonic() - t0
 
 
+def ensure_client_pod(api: Api, ns: str, name: str, ip: str) -> None:
+    """A Running Pod NS/NAME whose status.podIP is IP (a loopback address the
+    benchmark's lookup driver binds to, so the server sees it as that Pod)."""
+    ensure_namespace(api, ns)
+    api.create(f"/api/v1/namespaces/{ns}/pods", json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+        "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+                 "nodeName": "node-0"},
+    }).encode())
+    api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}/status", json.dumps(
+        {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}).encode())
+
+
 def propagation(api: Api, ports: dict[str, int], changes: int, timeout_s: float = 10.0):
     """Creates CHANGES Services one by one in namespace bench-prop; after each
     POST returns, polls every server in PORTS (name -> DNS port) until the new
