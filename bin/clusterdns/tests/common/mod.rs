@@ -114,8 +114,19 @@ impl Server {
         panic!("clusterdns did not answer on port {} within 20s", self.port);
     }
 
-    /// Stops the process and returns what it printed.
+    /// Stops the process and returns what it printed: SIGTERM first, so
+    /// that the query log's writer thread drains its queue before the
+    /// exit (a SIGKILL right after a reply could lose the reply's log
+    /// line), then SIGKILL after 3 s.
     pub fn stop(mut self) -> (String, String) {
+        self.terminate();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return self.output();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.output()
