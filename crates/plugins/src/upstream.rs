@@ -3,7 +3,8 @@
 //! chain, typically `loop` and `forward`, answers). Only on the
 //! asynchronous path. Shared by the plugins that resolve a target they
 //! point at (*kubernetes*' ExternalNames, *k8s_external*'s LoadBalancer
-//! hostnames).
+//! hostnames, *template*'s and *file*'s out-of-zone CNAME targets,
+//! *dns64*'s A records).
 
 use clusterdns_plugin::{Chain, Request, ResponseWriter};
 use clusterdns_wire::{Class, Header, MessageBuilder, Name, Query, Rtype};

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::time::Duration;
 
 use clusterdns_test_support::{Differential, Query, RunningServer, ServerSpec};
 
@@ -74,49 +73,9 @@ pub fn assert_metrics_agree(diff: &Differential, families: &[&str], what: &str) 
     }
 }
 
-/// What a server printed about a Corefile it refused: its first line that
-/// is not Go's start-up noise, CoreDNS's doubled `plugin/NAME: ` said once.
-fn error_line(out: &str) -> String {
-    let line = out
-        .lines()
-        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
-        .unwrap_or("");
-    match line.split_once(": ") {
-        Some((head, rest))
-            if head.starts_with("plugin/") && rest.starts_with(&format!("{head}: ")) =>
-        {
-            rest.to_string()
-        }
-        _ => line.to_string(),
-    }
-}
-
-/// Each Corefile (`@P@` a free port) is refused by both with the same
-/// text, or started by both; the cases that differ.
+/// Each Corefile (`@P@` a free port) is refused by the reference CoreDNS
+/// and by clusterdns with the same text, or started by both; the cases
+/// that differ ([`clusterdns_test_support::setup_errors_differ`]).
 pub fn setup_errors_differ(coredns: &Path, cases: &[&str]) -> Vec<String> {
-    use clusterdns_test_support::{run_corefile, without_location};
-    let mut failed = Vec::new();
-    for case in cases {
-        let run = |program: &Path| {
-            let port = clusterdns_test_support::free_port()
-                .expect("a free port")
-                .to_string();
-            let text = case.replace("@P@", &port);
-            run_corefile(program, &text, Duration::from_millis(1500)).expect("run")
-        };
-        let (theirs, ours) = (run(coredns), run(clusterdns()));
-        let (t, o) = (
-            theirs.map_or("started".into(), |t| error_line(&t)),
-            ours.map_or("started".into(), |o| error_line(&o)),
-        );
-        let o = if t.contains(" - ") {
-            o
-        } else {
-            without_location(&o)
-        };
-        if t != o {
-            failed.push(format!("{case:?}\n  coredns:    {t}\n  clusterdns: {o}"));
-        }
-    }
-    failed
+    clusterdns_test_support::setup_errors_differ(coredns, clusterdns(), cases)
 }

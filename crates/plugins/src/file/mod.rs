@@ -16,7 +16,7 @@ use clusterdns_plugin::{
 };
 use clusterdns_wire::{Message, Name, Rcode, Record, Rtype, Section};
 
-use crate::kubernetes::upstream;
+use crate::upstream;
 
 use parse::Reader;
 use zone::{Outcome, Zone, ZoneError};

@@ -13,7 +13,7 @@ mod metrics;
 mod names;
 mod plan;
 mod setup;
-pub(crate) mod upstream;
+mod upstream;
 mod write;
 mod xfr;
 
@@ -167,7 +167,7 @@ impl Kubernetes {
             return Flow::Answered;
         };
         let upstream = match self.tail.get() {
-            Some(tail) => upstream::lookup(tail, req, &target, req.qtype()).await,
+            Some(tail) => crate::upstream::lookup(tail, req, &target, req.qtype()).await,
             None => None,
         };
         upstream::write(

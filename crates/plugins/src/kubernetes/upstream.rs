@@ -1,15 +1,11 @@
-//! Resolving an ExternalName's out-of-zone target through the plugins after
-//! *kubernetes* (CoreDNS re-enters its server with `upstream.Lookup`; here
-//! the rest of the chain, typically `loop` and `forward`, answers). Only on
-//! the asynchronous path. *template* (CNAME targets), *dns64* (the A
-//! records) and *file* (CNAME targets outside its zones) look up the same
-//! way.
+//! Writing the answer for an ExternalName's out-of-zone target, resolved
+//! through the plugins after *kubernetes* with [`crate::upstream::lookup`]
+//! (CoreDNS re-enters its server with `upstream.Lookup`; here the rest of
+//! the chain, typically `loop` and `forward`, answers). Only on the
+//! asynchronous path.
 
 use clusterdns_plugin::{Request, ResponseWriter};
 use clusterdns_wire::{Class, Message, Name, Section};
-
-// Where the lookup lived first; dns64 and template still reach it here.
-pub(crate) use crate::upstream::lookup;
 
 /// Writes the CNAME chain, then the answer records of `upstream` (its TC
 /// bit carried over), as CoreDNS's `plugin.A` does.
