@@ -495,20 +495,20 @@ fn assert_served_by_pods(rig: &Rig, ns: &str, name: &str, svc: &str, replicas: u
         let [slice] = items.as_slice() else {
             return Err(format!("{} slices", items.len()));
         };
-        let mut have: Vec<String> = slice["endpoints"]
-            .as_array()
-            .map(|eps| {
-                eps.iter()
-                    .filter(|e| e["conditions"]["ready"] == true)
-                    .filter_map(|e| e["addresses"][0].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        // Every endpoint, ready or not: the controller lags the Pods, so a
+        // deleted Pod's endpoint (ready false, terminating) can linger
+        // after the Pods list shows only the new ones.
+        let eps = slice["endpoints"].as_array().cloned().unwrap_or_default();
+        let mut have: Vec<String> = eps
+            .iter()
+            .filter_map(|e| e["addresses"][0].as_str().map(String::from))
+            .collect();
         have.sort();
-        if have == ips {
+        let all_ready = eps.iter().all(|e| e["conditions"]["ready"] == true);
+        if have == ips && all_ready {
             Ok(slice.clone())
         } else {
-            Err(format!("ready endpoints {have:?}, pods {ips:?}"))
+            Err(format!("endpoints {eps:?}, pods {ips:?}"))
         }
     });
     assert_eq!(slice["addressType"], "IPv4");
