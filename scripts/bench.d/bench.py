@@ -27,6 +27,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 import dnsq  # noqa: E402
 import k8s  # noqa: E402
+import churn  # noqa: E402
 import nodecache  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -35,9 +36,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVERS = ["clusterdns", "coredns", "unbound", "ceiling"]
 DNSPERF_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster"]
 K8S_SCENARIOS = ["search-path", "autopath", "cluster", "memory", "propagation", "startup",
-                 "memory-pods"]
+                 "memory-pods", "churn"]
 ALL_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "autopath",
-                 "cluster", "node-cache", "memory", "propagation", "startup", "memory-pods"]
+                 "cluster", "node-cache", "memory", "propagation", "startup", "memory-pods", "churn"]
 SERVER_CPU = "1"
 CLIENT_CPU = "0"
 
@@ -1419,9 +1420,9 @@ def main() -> int:
                     rows += measure_propagation(ctx, servers, api)
                 for s, w in why.items():
                     rows.append(skipped("propagation", s, w))
+            have = 0  # Pods loaded
             if "memory-pods" in k8s_chosen:
-                # Last: 100k Pods weigh on the API server and etcd.
-                have = 0
+                # Late: 100k Pods weigh on the API server and etcd.
                 for n in sorted({10000, ctx.pods}):
                     label = f"memory-10k-svc-{n // 1000}k-pods"
                     if api is None or not servers:
@@ -1441,6 +1442,17 @@ def main() -> int:
                     have = n
                     for s, w in why.items():
                         rows.append(skipped(label, s, w))
+            if "churn" in k8s_chosen:
+                # Last: it rewrites slices (restored at its end) under the 10k
+                # Services and the memory-pods scenario's Pods.
+                if api is not None and servers:
+                    if have < ctx.pods:
+                        log(f"loading Pods {have}..{ctx.pods} for churn")
+                        secs = k8s.load_pods(api, have, ctx.pods)
+                        log(f"loaded {ctx.pods - have} Pods in {secs:.1f}s")
+                    rows += churn.run(ctx, sys.modules[__name__], api, servers)
+                for s, w in why.items():
+                    rows.append(skipped("churn", s, w))
     except KeyboardInterrupt:
         log("interrupted: stopping every server started")
         stop_all()
