@@ -1,11 +1,13 @@
 //! The `clusterdns` binary: one module per job, each wiring the libraries
 //! together (`serve`, CoreDNS's job; `node_cache`, node-local-dns's;
-//! `autoscaler`, cluster-proportional-autoscaler's), plus what every job's
+//! `autoscaler`, cluster-proportional-autoscaler's; `explain`, one query's
+//! account for an operator), plus what every job's
 //! process shares (`process`: runtime, signals, pidfile). Nothing else lives
 //! here.
 
 mod alloc;
 mod autoscaler;
+mod explain;
 mod node_cache;
 mod process;
 mod serve;
@@ -96,6 +98,9 @@ fn main() -> ExitCode {
         .unwrap_or_default();
     if name == "node-cache" {
         return node_cache::main(&argv0, &args, version_lines());
+    }
+    if args.first().is_some_and(|a| a == "explain") {
+        return explain::main(&argv0, &args[1..]);
     }
     if args.first().is_some_and(|a| a == "node-cache") {
         return node_cache::main(&format!("{argv0} node-cache"), &args[1..], version_lines());

@@ -102,6 +102,16 @@ pub trait Plugin: Send + Sync + 'static {
     fn transferer(&self) -> Option<&dyn crate::transfer::Transferer> {
         None
     }
+
+    /// Why this plugin treats `req` as it does, in sentences for an
+    /// operator: the rule or the objects behind its answer, and for a
+    /// name error whether the name is missing or only the type
+    /// (`clusterdns explain`). Empty when there is nothing to add to the
+    /// outcome. Never called while serving, so it may allocate.
+    fn explain(&self, req: &Request<'_>) -> Vec<String> {
+        let _ = req;
+        Vec::new()
+    }
 }
 
 /// For a plugin's [`Plugin::query_async`]: the note of type `T` its

@@ -304,6 +304,50 @@ impl<F: Future> Future for CatchUnwind<F> {
     }
 }
 
+/// What [`explain`] learned of a query that reached a chain.
+pub(crate) struct ExplainedRun {
+    pub zone: clusterdns_wire::Name,
+    pub chain: Chain,
+    pub plugin: &'static str,
+    pub error: Option<String>,
+    pub notes: Vec<(&'static str, String)>,
+}
+
+/// The whole path of one packet with I/O allowed, as [`serve_sync`] and
+/// [`serve_async`] take it, for `clusterdns explain`; `None` when the
+/// packet never reached a chain (the writer holds what was answered).
+pub(crate) async fn explain(
+    mux: &Mux,
+    packet: &[u8],
+    meta: Meta,
+    w: &mut ResponseWriter,
+) -> Option<ExplainedRun> {
+    let mut slot = None;
+    let (q, zone, chain) = match prepare(mux, packet, meta, w, &mut slot) {
+        Prepared::Done(_) => return None,
+        Prepared::Run(q, _, zone, chain) => (q, zone, chain),
+    };
+    let req = request(mux, q, zone, meta);
+    let outcome = chain.run_async(&req, &mut *w).await;
+    let upto = chain
+        .plugins()
+        .iter()
+        .position(|p| p.name() == outcome.plugin)
+        .map_or(chain.plugins().len(), |i| i + 1);
+    let notes = chain.plugins()[..upto]
+        .iter()
+        .flat_map(|p| p.explain(&req).into_iter().map(|n| (p.name(), n)))
+        .collect();
+    finish_chain(q, meta, &req, w);
+    Some(ExplainedRun {
+        zone: *zone,
+        chain: chain.clone(),
+        plugin: outcome.plugin,
+        error: outcome.error.map(|e| e.to_string()),
+        notes,
+    })
+}
+
 /// The asynchronous pass over a query [`serve_sync`] deferred with `from`
 /// over the same `mux`: it resumes the chain at the plugin that deferred,
 /// with the query that pass parsed and the zone it chose. The writer must

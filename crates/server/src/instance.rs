@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clusterdns_corefile::{ConfigError, ProcessEnv, Scheme, parse_key, parse_str};
+use clusterdns_corefile::{ConfigError, Corefile, ProcessEnv, Scheme, parse_key, parse_str};
 use clusterdns_plugin::metrics::{Counter, Family, Registry};
 use clusterdns_plugin::{Chain, PluginDef, SetupCtx, Shared};
 use clusterdns_wire::Name;
@@ -104,9 +104,23 @@ impl Instance {
         default_port: u16,
         metrics: Arc<Registry>,
     ) -> Result<Instance, InstanceError> {
+        Self::build_edited(source, registry, default_port, metrics, &mut |_| {})
+    }
+
+    /// [`Instance::build`] with the parsed Corefile changed by `edit`
+    /// before any setup runs (`clusterdns explain` points the
+    /// *kubernetes* blocks at another source this way).
+    pub fn build_edited(
+        source: &ConfigSource,
+        registry: &[PluginDef],
+        default_port: u16,
+        metrics: Arc<Registry>,
+        edit: &mut dyn FnMut(&mut Corefile),
+    ) -> Result<Instance, InstanceError> {
         let (path, text) = source.read()?;
         let checksum = sha512_hex(text.as_bytes());
-        let corefile = parse_str(&text, &path, &ProcessEnv)?;
+        let mut corefile = parse_str(&text, &path, &ProcessEnv)?;
+        edit(&mut corefile);
         let config_dir = path
             .parent()
             .map(Path::to_path_buf)

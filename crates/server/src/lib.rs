@@ -28,6 +28,7 @@
 //! within them, FORMERR otherwise, as CoreDNS does with its 512).
 
 mod admin;
+mod explain;
 mod handle;
 mod instance;
 mod mux;
@@ -42,6 +43,7 @@ mod tcp;
 pub mod testing;
 mod udp;
 
+pub use explain::{Explanation, explain};
 pub use instance::{ConfigSource, Instance, InstanceError, ListenerSpec};
 pub use mux::Mux;
 pub use passed::{Exporter, Inherited, PassedSocket, SocketKind};

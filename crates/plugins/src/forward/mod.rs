@@ -461,6 +461,31 @@ impl Plugin for Forward {
     ) -> BoxFuture<'a, Flow> {
         Box::pin(self.serve(req, w))
     }
+
+    fn explain(&self, req: &Request<'_>) -> Vec<String> {
+        if !self.matches(req.qname_lower()) {
+            return vec![format!(
+                "{} is not under {} (or is an `except` name): passed on",
+                req.qname_lower(),
+                self.from
+            )];
+        }
+        if self.no_aaaa.is_some() && req.qtype() == clusterdns_wire::Rtype::AAAA {
+            return vec!["no_aaaa: AAAA is NODATA at once, no upstream is asked".into()];
+        }
+        let to: Vec<&str> = self.proxies.iter().map(|p| p.label.as_str()).collect();
+        let policy = match self.opts.policy {
+            Policy::Random => "random",
+            Policy::RoundRobin => "round_robin",
+            Policy::Sequential => "sequential",
+        };
+        vec![format!(
+            "{} is under {}: sent upstream to one of {} (policy {policy})",
+            req.qname_lower(),
+            self.from,
+            to.join(", ")
+        )]
+    }
 }
 
 /// The FORMERR forward writes itself (through the writer, unlike an error

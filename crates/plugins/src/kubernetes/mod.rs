@@ -5,6 +5,7 @@
 // answer plan (`plan`), the record writers (`write`); the asynchronous
 // path's upstream lookup (`upstream`) last; zone transfers (`xfr`) apart.
 mod autopath;
+mod explain;
 mod external;
 mod isolate;
 mod lookup;
@@ -110,6 +111,10 @@ impl Plugin for Kubernetes {
 
     fn transferer(&self) -> Option<&dyn clusterdns_plugin::transfer::Transferer> {
         Some(self)
+    }
+
+    fn explain(&self, req: &Request<'_>) -> Vec<String> {
+        self.explain_query(req)
     }
 }
 

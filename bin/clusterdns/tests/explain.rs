@@ -1,0 +1,334 @@
+//! `clusterdns explain`: the real binary on a Corefile, against a
+//! `kubectl get -o yaml` dump and against the rig's API server; its reply
+//! compared with what the same Corefile serves to `dig`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clusterdns_test_support::Rig;
+
+use common::{Server, binary, free_port};
+
+/// The demo's dump: Services (ClusterIP, headless, ExternalName) in
+/// namespaces default, kube-system and demo.
+fn dump() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/cluster.yaml")
+}
+
+/// A cluster Corefile whose kubernetes block points at a cluster that
+/// does not exist: `-objects` or `-kubeconfig` must replace it.
+fn corefile(port: u16, extra: &str) -> String {
+    format!(
+        ".:{port} {{\n    bind 127.0.0.1\n    errors\n    log\n    loop\n\
+         \x20   kubernetes cluster.local in-addr.arpa ip6.arpa {{\n\
+         \x20       kubeconfig /nonexistent/kubeconfig\n\
+         \x20       pods insecure\n\
+         \x20       fallthrough in-addr.arpa ip6.arpa\n    }}\n{extra}}}\n"
+    )
+}
+
+struct Run {
+    code: Option<i32>,
+    out: String,
+    err: String,
+}
+
+fn explain(dir: &Path, args: &[&str]) -> Run {
+    let out = Command::new(binary())
+        .arg("explain")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run clusterdns explain");
+    Run {
+        code: out.status.code(),
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        err: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn with_corefile(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("Corefile");
+    std::fs::write(&path, text).expect("write Corefile");
+    let p = path.display().to_string();
+    (dir, p)
+}
+
+/// The answer lines of a reply, as dig prints them and as explain does:
+/// name, TTL, class, type, data with whitespace collapsed.
+fn answers(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut on = false;
+    for line in text.lines() {
+        if line.starts_with(";; ANSWER SECTION:") {
+            on = true;
+            continue;
+        }
+        if line.starts_with(";;") || line.trim().is_empty() {
+            on = false;
+            continue;
+        }
+        if on {
+            out.push(line.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn names_in_a_dump_with_the_reason_for_each_answer() {
+    let port = free_port();
+    let (dir, cf) = with_corefile(&corefile(port, ""));
+    let objects = dump().display().to_string();
+    let p = port.to_string();
+    let run = |name: &str, qtype: &str| {
+        let r = explain(
+            dir.path(),
+            &["-conf", &cf, "-objects", &objects, "-port", &p, name, qtype],
+        );
+        assert_eq!(r.code, Some(0), "{name} {qtype}: {}{}", r.out, r.err);
+        r.out
+    };
+
+    let out = run("kubernetes.default.svc.cluster.local", "A");
+    assert!(
+        out.contains(&format!("server block: . on dns://127.0.0.1:{port}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("plugins: errors kubernetes"),
+        "log and loop left out: {out}"
+    );
+    assert!(out.contains("answered by: kubernetes"), "{out}");
+    assert!(out.contains("the index is synced"), "{out}");
+    assert!(
+        out.contains("Service default/kubernetes: ClusterIP 10.96.0.1; ports 443/TCP (https)"),
+        "{out}"
+    );
+    assert!(out.contains("status: NOERROR, flags: qr aa rd"), "{out}");
+    assert_eq!(
+        answers(&out),
+        ["kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"]
+    );
+
+    let out = run("nope.default.svc.cluster.local", "A");
+    assert!(
+        out.contains(r#"no Service "nope" in namespace "default" (the namespace exists)"#),
+        "{out}"
+    );
+    assert!(out.contains("so: NXDOMAIN"), "{out}");
+    assert!(out.contains("status: NXDOMAIN"), "{out}");
+
+    let out = run("web.nowhere.svc.cluster.local", "A");
+    assert!(out.contains(r#"(the namespace does not exist)"#), "{out}");
+    assert!(out.contains("status: NXDOMAIN"), "{out}");
+
+    let out = run("kubernetes.default.svc.cluster.local", "AAAA");
+    assert!(
+        out.contains("so: NODATA (the name exists; none of its addresses is IPv6)"),
+        "{out}"
+    );
+    assert!(out.contains("status: NOERROR"), "{out}");
+    assert!(answers(&out).is_empty(), "{out}");
+
+    let out = run("db.demo.svc.cluster.local", "A");
+    assert!(out.contains("Service demo/db: headless"), "{out}");
+    assert!(out.contains("addresses ready"), "{out}");
+
+    let out = run("a.b.c.d.e.svc.cluster.local", "A");
+    assert!(out.contains("not a cluster name"), "{out}");
+    assert!(out.contains("status: NXDOMAIN"), "{out}");
+
+    let out = run("example.org", "A");
+    assert!(
+        out.contains("example.org. is in none of its zones"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "answered by: the server, as kubernetes failed: plugin/kubernetes: no next plugin found"
+        ),
+        "the chain ends there: {out}"
+    );
+    assert!(out.contains("SERVFAIL"), "nothing after kubernetes: {out}");
+}
+
+#[test]
+fn the_reply_is_what_the_served_corefile_answers() {
+    // The same Corefile served for real, with `snapshot` in place of the
+    // missing kubeconfig, as explain's -objects sets it up.
+    let objects = dump().display().to_string();
+    let served = corefile(0, "").replace(
+        "kubeconfig /nonexistent/kubeconfig",
+        &format!("snapshot {objects}"),
+    );
+    let served = served.replacen(".:0 {", ".:{PORT} {", 1);
+    let server = Server::start(&served);
+    let port = server.port.to_string();
+    let (dir, cf) = with_corefile(&corefile(server.port, ""));
+    for (name, qtype) in [
+        ("kubernetes.default.svc.cluster.local", "A"),
+        ("db.demo.svc.cluster.local", "A"),
+        ("_http._tcp.web.demo.svc.cluster.local", "SRV"),
+        ("docs.demo.svc.cluster.local", "A"),
+        ("1.0.96.10.in-addr.arpa", "PTR"),
+    ] {
+        let r = explain(
+            dir.path(),
+            &[
+                "-conf", &cf, "-objects", &objects, "-port", &port, name, qtype,
+            ],
+        );
+        assert_eq!(r.code, Some(0), "{}{}", r.out, r.err);
+        let dug = server.dig(&[name, qtype]);
+        assert!(
+            !answers(&dug).is_empty(),
+            "{name} {qtype}: dig got no answer: {dug}"
+        );
+        assert_eq!(
+            answers(&r.out),
+            answers(&dug),
+            "{name} {qtype}:\n{}\n{dug}",
+            r.out
+        );
+    }
+}
+
+#[test]
+fn a_forwarded_name_names_its_upstreams() {
+    let upstream = Server::start(".:{PORT} {\n    bind 127.0.0.1\n    whoami\n}\n");
+    let port = free_port();
+    let to = format!("127.0.0.1:{}", upstream.port);
+    let (dir, cf) = with_corefile(&corefile(port, &format!("    forward . {to}\n")));
+    let objects = dump().display().to_string();
+    let r = explain(
+        dir.path(),
+        &[
+            "-conf",
+            &cf,
+            "-objects",
+            &objects,
+            "-port",
+            &port.to_string(),
+            "example.org",
+            "A",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.out, r.err);
+    assert!(r.out.contains("answered by: forward"), "{}", r.out);
+    assert!(
+        r.out
+            .contains(&format!("sent upstream to one of {to} (policy random)")),
+        "{}",
+        r.out
+    );
+    // whoami's reply came back through the forward.
+    assert!(r.out.contains("status: NOERROR"), "{}", r.out);
+    assert!(r.out.contains("_udp.example.org."), "{}", r.out);
+}
+
+#[test]
+fn bad_command_lines_and_corefiles_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = explain(dir.path(), &["-port", "x", "a"]);
+    assert_eq!(r.code, Some(2));
+    assert!(
+        r.err.contains(r#"invalid value "x" for flag -port"#),
+        "{}",
+        r.err
+    );
+    assert!(r.err.contains("Usage:"), "{}", r.err);
+    let r = explain(dir.path(), &["-objects", "a", "-kubeconfig", "b", "n"]);
+    assert_eq!(r.code, Some(2), "{}", r.err);
+    let r = explain(dir.path(), &["name", "NOTATYPE"]);
+    assert_eq!(r.code, Some(2), "{}", r.err);
+    assert!(
+        r.err.contains(r#"unknown query type "NOTATYPE""#),
+        "{}",
+        r.err
+    );
+
+    let (dir, cf) = with_corefile(".:53 {\n    forward\n}\n");
+    let r = explain(dir.path(), &["-conf", &cf, "example.org"]);
+    assert_eq!(r.code, Some(1), "{}{}", r.out, r.err);
+    assert!(
+        r.err.contains(&format!("{cf}:2 - Error during parsing")),
+        "{}",
+        r.err
+    );
+
+    let port = free_port();
+    let (dir, cf) = with_corefile(&corefile(port, ""));
+    let r = explain(
+        dir.path(),
+        &[
+            "-conf",
+            &cf,
+            "-objects",
+            "/nonexistent.yaml",
+            "-port",
+            &port.to_string(),
+            "a",
+        ],
+    );
+    assert_eq!(r.code, Some(1), "{}{}", r.out, r.err);
+    assert!(r.err.contains("snapshot /nonexistent.yaml"), "{}", r.err);
+
+    let r = explain(
+        dir.path(),
+        &[
+            "-conf",
+            &cf,
+            "-objects",
+            &dump().display().to_string(),
+            "-port",
+            "1",
+            "a",
+        ],
+    );
+    assert_eq!(r.code, Some(1), "{}{}", r.out, r.err);
+    assert!(
+        r.err.contains(&format!(
+            "no server block listens on port 1 (ports: {port})"
+        )),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn a_live_cluster_through_its_kubeconfig() {
+    let Some(rig) = Rig::get() else { return };
+    let port = free_port();
+    let (dir, cf) = with_corefile(&corefile(port, ""));
+    let kubeconfig = rig.kubeconfig().display().to_string();
+    let r = explain(
+        dir.path(),
+        &[
+            "-conf",
+            &cf,
+            "-kubeconfig",
+            &kubeconfig,
+            "-port",
+            &port.to_string(),
+            "kubernetes.default.svc.cluster.local",
+            "A",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.out, r.err);
+    assert!(r.out.contains("the index is synced"), "{}", r.out);
+    assert!(
+        r.out
+            .contains("Service default/kubernetes: ClusterIP 10.96.0.1"),
+        "{}",
+        r.out
+    );
+    assert_eq!(
+        answers(&r.out),
+        ["kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"]
+    );
+}
