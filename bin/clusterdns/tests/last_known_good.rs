@@ -377,3 +377,25 @@ fn services_of_the_last_good_snapshot_are_never_nxdomain_while_the_apiserver_is_
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn an_entry_expired_longer_than_max_age_is_not_served() {
+    let coredns = coredns_or_skip!();
+    let upstream = start_upstream(&coredns);
+    let spec = ServerSpec::clusterdns_at(clusterdns(), &front("        last_known_good 2s"))
+        .var("UPSTREAM", &upstream.addr.to_string());
+    let s = RunningServer::start(&spec).expect("start clusterdns");
+    let long = Duration::from_secs(8);
+    let t0 = Instant::now();
+    assert_eq!(ask(s.addr, "m.lkg.test", long).0, "NOERROR");
+    drop(upstream);
+    // Expired (TTL 1) for less than 2 s: stale.
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(t0.elapsed()));
+    assert_eq!(
+        ask(s.addr, "m.lkg.test", long),
+        ("NOERROR".into(), vec!["192.0.2.7".into()], vec![30])
+    );
+    // Expired for more than 2 s: nothing to fall back on.
+    std::thread::sleep(Duration::from_millis(4500).saturating_sub(t0.elapsed()));
+    assert_eq!(ask(s.addr, "m.lkg.test", long).0, "SERVFAIL");
+}
