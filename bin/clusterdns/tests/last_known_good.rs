@@ -172,7 +172,11 @@ fn ask(addr: SocketAddr, name: &str, timeout: Duration) -> (String, Vec<String>,
 fn a_blackholed_upstream_gets_the_stale_answer_at_the_client_response_timer() {
     let f = Fault::start(3);
     f.state.ttl.store(1, Ordering::SeqCst);
-    let spec = ServerSpec::clusterdns_at(clusterdns(), &front("")).var("UPSTREAM", &f.to());
+    let corefile = front("").replace(
+        "    forward",
+        "    prometheus 127.0.0.1:@PORT_METRICS@\n    forward",
+    );
+    let spec = ServerSpec::clusterdns_at(clusterdns(), &corefile).var("UPSTREAM", &f.to());
     let s = RunningServer::start(&spec).expect("start clusterdns");
     let long = Duration::from_secs(8);
     assert_eq!(
@@ -211,6 +215,15 @@ fn a_blackholed_upstream_gets_the_stale_answer_at_the_client_response_timer() {
     );
     f.set(Mode::Nxdomain);
     assert_eq!(ask(s.addr, "nx.lkg.test", long).0, "NXDOMAIN");
+
+    // Two stale answers (t and sf), counted as CoreDNS counts serve_stale's.
+    let metrics = s.scrape("PORT_METRICS");
+    let served: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("coredns_cache_served_stale_total{"))
+        .collect();
+    assert_eq!(served.len(), 1, "{metrics}");
+    assert!(served[0].ends_with(" 2"), "{}", served[0]);
 }
 
 /// The Kubernetes test's objects: a ClusterIP Service and a headless one
