@@ -395,14 +395,17 @@ fn services_of_the_last_good_snapshot_are_never_nxdomain_while_the_apiserver_is_
 fn an_entry_expired_longer_than_max_age_is_not_served() {
     let coredns = coredns_or_skip!();
     let upstream = start_upstream(&coredns);
-    let spec = ServerSpec::clusterdns_at(clusterdns(), &front("        last_known_good 2s"))
-        .var("UPSTREAM", &upstream.addr.to_string());
+    let spec = ServerSpec::clusterdns_at(
+        clusterdns(),
+        &front("        last_known_good 2s\n        keepttl"),
+    )
+    .var("UPSTREAM", &upstream.addr.to_string());
     let s = RunningServer::start(&spec).expect("start clusterdns");
     let long = Duration::from_secs(8);
     let t0 = Instant::now();
     assert_eq!(ask(s.addr, "m.lkg.test", long).0, "NOERROR");
     drop(upstream);
-    // Expired (TTL 1) for less than 2 s: stale.
+    // Expired (TTL 1) for less than 2 s: stale, with TTL 30 (keepttl or not).
     std::thread::sleep(Duration::from_millis(1500).saturating_sub(t0.elapsed()));
     assert_eq!(
         ask(s.addr, "m.lkg.test", long),

@@ -317,7 +317,8 @@ impl Inner {
         {
             dst.copy_from_slice(qb);
         }
-        if self.cfg.keepttl {
+        // A last-known-good answer has RFC 8767's TTL even with keepttl.
+        if self.cfg.keepttl && (ttl > 0 || self.cfg.stale_s > 0) {
             return;
         }
         let out = if ttl > 0 {
