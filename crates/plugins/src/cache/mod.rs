@@ -43,6 +43,18 @@ impl Clock for MonotonicClock {
     }
 }
 
+/// Last-known-good defaults (RFC 8767 §5): the longest an entry may be
+/// served past its TTL, one day (the RFC suggests one to three).
+pub(crate) const LKG_MAX_AGE_S: u32 = 86_400;
+/// The client-response timer: RFC 8767's 1.8 s, before the usual 2 s
+/// client timeout.
+pub(crate) const LKG_WAIT_MS: u64 = 1_800;
+/// The TTL of a stale answer (RFC 8767 §4: 30 s).
+const LKG_TTL: u32 = 30;
+/// After a failed attempt the stale answer is served without asking the
+/// chain again for this long (RFC 8767 §4's failure recheck timer).
+const LKG_RECHECK_MS: u64 = 30_000;
+
 /// The cache's settings, CoreDNS's defaults in [`Config::default`].
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -61,6 +73,12 @@ pub(crate) struct Config {
     pub stale_ttl: u32,
     pub verify: bool,
     pub keepttl: bool,
+    /// Last-known-good: how long past its TTL an entry may still answer
+    /// when the chain behind fails (0: off). Only without `serve_stale`.
+    pub lkg_s: u32,
+    /// Last-known-good: the client-response timer, how long a query for
+    /// an expired entry waits for the chain before the stale answer goes.
+    pub lkg_wait_ms: u64,
     pub pexcept: Vec<Name>,
     pub nexcept: Vec<Name>,
 }
@@ -83,6 +101,8 @@ impl Default for Config {
             stale_ttl: 0,
             verify: false,
             keepttl: false,
+            lkg_s: LKG_MAX_AGE_S,
+            lkg_wait_ms: LKG_WAIT_MS,
             pexcept: Vec::new(),
             nexcept: Vec::new(),
         }
@@ -113,6 +133,19 @@ impl std::fmt::Debug for Cache {
             .finish_non_exhaustive()
     }
 }
+
+/// What the hit path found.
+enum Found {
+    /// Answered from a usable entry.
+    Hit(Hit),
+    /// Only an entry past its TTL that last-known-good may serve if the
+    /// chain fails.
+    Stale(Arc<Entry>),
+    Miss,
+}
+
+/// The query's note for the asynchronous pass: the entry to fall back on.
+struct Fallback(Arc<Entry>);
 
 /// What a hit looked like, for the counters.
 struct Hit {
@@ -224,6 +257,22 @@ impl Inner {
         (ttl > 0 || (self.cfg.stale_s > 0 && -ttl < i64::from(self.cfg.stale_s))).then_some(ttl)
     }
 
+    /// Whether last-known-good is on: it gives way to an explicit
+    /// `serve_stale`, which keeps CoreDNS's semantics.
+    fn lkg_on(&self) -> bool {
+        self.cfg.lkg_s > 0 && self.cfg.stale_s == 0
+    }
+
+    /// An expired entry last-known-good may fall back on at `now`: a good
+    /// answer (not a SERVFAIL) expired for less than the maximum age.
+    fn lkg_usable(&self, e: &Entry, q: &Query<'_>, now: u64) -> bool {
+        if !self.lkg_on() || e.servfail || !e.matches(q.qname_lower(), q.qtype(), q.qclass()) {
+            return false;
+        }
+        let ttl = e.ttl(now);
+        ttl <= 0 && -ttl < i64::from(self.cfg.lkg_s)
+    }
+
     fn key_of(q: &Query<'_>) -> u64 {
         key(
             q.qname_lower(),
@@ -268,13 +317,16 @@ impl Inner {
         {
             dst.copy_from_slice(qb);
         }
-        if self.cfg.keepttl {
+        // A last-known-good answer has RFC 8767's TTL even with keepttl.
+        if self.cfg.keepttl && (ttl > 0 || self.cfg.stale_s > 0) {
             return;
         }
         let out = if ttl > 0 {
             u32::try_from(ttl).unwrap_or(0)
-        } else {
+        } else if self.cfg.stale_s > 0 {
             self.cfg.stale_ttl
+        } else {
+            LKG_TTL
         };
         let bytes = out.to_be_bytes();
         for &o in e.ttl_offs.iter() {
@@ -303,15 +355,23 @@ impl Inner {
     }
 
     /// The hit path: answers from an entry if one is usable.
-    fn lookup(&self, q: &Query<'_>, w: &mut ResponseWriter, now: u64) -> Option<Hit> {
+    fn lookup(&self, q: &Query<'_>, w: &mut ResponseWriter, now: u64) -> Found {
         let k = Self::key_of(q);
+        // A cached SERVFAIL does not hide a good answer: a fresh one (as
+        // CoreDNS) or one last-known-good may still fall back on.
         let pos_valid = || {
             self.pos
-                .with(k, |e| self.usable(e, q, now).filter(|t| *t > 0))
+                .with(k, |e| {
+                    (self.usable(e, q, now).is_some_and(|t| t > 0) || self.lkg_usable(e, q, now))
+                        .then_some(())
+                })
                 .is_some()
         };
-        let serve = |e: &Arc<Entry>, denial: bool, w: &mut ResponseWriter| -> Option<Hit> {
-            let ttl = self.usable(e, q, now)?;
+        type Served = Result<Hit, Arc<Entry>>;
+        let serve = |e: &Arc<Entry>, denial: bool, w: &mut ResponseWriter| -> Option<Served> {
+            let Some(ttl) = self.usable(e, q, now) else {
+                return self.lkg_usable(e, q, now).then(|| Err(e.clone()));
+            };
             if denial && e.servfail && pos_valid() {
                 return None;
             }
@@ -326,16 +386,28 @@ impl Inner {
             } else {
                 None
             };
-            Some(Hit {
+            Some(Ok(Hit {
                 denial,
                 stale,
                 refresh,
-            })
+            }))
         };
-        if let Some(h) = self.neg.with(k, |e| serve(e, true, w)) {
-            return Some(h);
+        let neg = match self.neg.with(k, |e| serve(e, true, w)) {
+            Some(Ok(h)) => return Found::Hit(h),
+            Some(Err(e)) => Some(e),
+            None => None,
+        };
+        let pos = match self.pos.with(k, |e| serve(e, false, w)) {
+            Some(Ok(h)) => return Found::Hit(h),
+            Some(Err(e)) => Some(e),
+            None => None,
+        };
+        // Of two expired answers, the later one.
+        match (neg, pos) {
+            (Some(n), Some(p)) => Found::Stale(if n.stored_ms > p.stored_ms { n } else { p }),
+            (Some(e), None) | (None, Some(e)) => Found::Stale(e),
+            (None, None) => Found::Miss,
         }
-        self.pos.with(k, |e| serve(e, false, w))
     }
 
     /// Stores a reply (CoreDNS `ResponseWriter.WriteMsg`). Unless this
@@ -435,10 +507,25 @@ impl Inner {
         if matches_any(except, name) {
             return;
         }
-        let Some(e) = Entry::build(m.as_bytes(), ttl, self.clock.now_ms()) else {
+        let now = self.clock.now_ms();
+        let k = Self::key_of(q);
+        if matches!(kind, Kind::ServerError) && self.lkg_on() {
+            // A failure does not replace a good answer last-known-good may
+            // still need; it starts the entry's recheck timer instead.
+            let good = |e: &Arc<Entry>| {
+                let fresh_good =
+                    !e.servfail && e.ttl(now) > 0 && e.matches(name, q.qtype(), q.qclass());
+                (fresh_good || self.lkg_usable(e, q, now)).then(|| e.clone())
+            };
+            if let Some(e) = self.pos.with(k, good).or_else(|| self.neg.with(k, good)) {
+                e.lkg_retry_ms
+                    .store(now + LKG_RECHECK_MS, Ordering::Relaxed);
+                return;
+            }
+        }
+        let Some(e) = Entry::build(m.as_bytes(), ttl, now) else {
             return;
         };
-        let k = Self::key_of(q);
         if positive {
             if self.pos.insert(k, e) {
                 h.evict_success.inc();
@@ -509,6 +596,61 @@ impl Inner {
         }
         served
     }
+
+    /// Last-known-good for a query whose only entry is past its TTL: the
+    /// chain behind runs, bounded by the client-response timer; its answer
+    /// goes to the client and the cache unless it failed (an error, or any
+    /// rcode but NOERROR and NXDOMAIN) or the timer fired, and then the
+    /// stale entry answers with a 30 s TTL (RFC 8767). After a timeout the
+    /// chain is asked again in the background to refresh the entry.
+    async fn last_known_good(
+        self: &Arc<Self>,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        e: Arc<Entry>,
+    ) -> Flow {
+        let Some(tail) = self.tail.get() else {
+            return Flow::Next;
+        };
+        let wait = std::time::Duration::from_millis(self.cfg.lkg_wait_ms);
+        let outcome = tokio::time::timeout(wait, tail.run_async(req, w)).await;
+        let now = self.clock.now_ms();
+        match outcome {
+            Ok(o) if o.error.is_none() && matches!(w.rcode(), Rcode::NOERROR | Rcode::NXDOMAIN) => {
+                self.metrics.with(req.server, |h| {
+                    h.requests.inc();
+                    h.misses.inc();
+                    if !w.written_by_server()
+                        && !w.is_per_client()
+                        && self.store(req.query, w.buffer_mut(), h, false)
+                    {
+                        w.opt_removed();
+                    }
+                });
+            }
+            Ok(_) => {
+                e.lkg_retry_ms
+                    .store(now + LKG_RECHECK_MS, Ordering::Relaxed);
+                self.serve_stale(req, w, &e);
+            }
+            Err(_) => {
+                self.serve_stale(req, w, &e);
+                self.metrics
+                    .with(req.server, |h| self.refresh(req, e.clone(), h));
+            }
+        }
+        Flow::Answered
+    }
+
+    /// Writes the expired entry as the answer, and counts it.
+    fn serve_stale(&self, req: &Request<'_>, w: &mut ResponseWriter, e: &Entry) {
+        w.clear();
+        self.write_hit(e, 0, req.query, w);
+        self.metrics.with(req.server, |h| {
+            h.requests.inc();
+            h.served_stale.inc();
+        });
+    }
 }
 
 impl Plugin for Cache {
@@ -529,10 +671,19 @@ impl Plugin for Cache {
             return Flow::Next;
         }
         let now = inner.clock.now_ms();
-        let Some(hit) = inner.lookup(req.query, w, now) else {
+        let hit = match inner.lookup(req.query, w, now) {
+            Found::Hit(hit) => hit,
             // Counted in `response`, which runs once per query (this
             // handler may run twice when a later plugin defers).
-            return Flow::Next;
+            Found::Miss => return Flow::Next,
+            // Not set up in a chain (unit tests): nothing to ask first.
+            Found::Stale(_) if inner.tail.get().is_none() => return Flow::Next,
+            // A failure moments ago: the stale answer without asking again.
+            Found::Stale(e) if e.lkg_retry_ms.load(Ordering::Relaxed) > now => {
+                inner.serve_stale(req, w, &e);
+                return Flow::Answered;
+            }
+            Found::Stale(e) => return w.defer_with(Box::new(Fallback(e))),
         };
         inner.metrics.with(req.server, |h| {
             h.requests.inc();
@@ -549,6 +700,19 @@ impl Plugin for Cache {
             }
         });
         Flow::Answered
+    }
+
+    fn query_async<'a>(
+        &'a self,
+        req: &'a Request<'a>,
+        w: &'a mut ResponseWriter,
+    ) -> clusterdns_plugin::BoxFuture<'a, Flow> {
+        Box::pin(async move {
+            match clusterdns_plugin::note_or_query::<Fallback>(self, req, w) {
+                Ok(note) => self.inner.last_known_good(req, w, note.0).await,
+                Err(flow) => flow,
+            }
+        })
     }
 
     fn response(&self, req: &Request<'_>, w: &mut ResponseWriter, outcome: &Outcome) {

@@ -182,6 +182,19 @@ pub(super) fn parse(d: &Directive, default_zones: &[String]) -> Result<Config, C
                     duration(o, r)?;
                 }
             }
+            // A clusterdns addition (README "Last-known-good").
+            "last_known_good" => match a.as_slice() {
+                ["off"] => cfg.lkg_s = 0,
+                [] => {}
+                [age, rest @ ..] if rest.len() <= 1 => {
+                    cfg.lkg_s = secs(duration(o, age)?);
+                    if let Some(wait) = rest.first() {
+                        let w = duration(o, wait)?;
+                        cfg.lkg_wait_ms = u64::try_from(w.as_millis()).unwrap_or(u64::MAX);
+                    }
+                }
+                _ => return Err(o.arg_err()),
+            },
             "serve_stale_policy" => {
                 if a.as_slice() != ["prefer_positive"] {
                     return Err(o.arg_err());

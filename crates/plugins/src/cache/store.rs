@@ -40,6 +40,9 @@ pub(crate) struct Entry {
     pub window_ms: AtomicU64,
     /// A background refresh of this entry is running.
     pub refreshing: AtomicBool,
+    /// Last-known-good: until when (clock milliseconds) the entry answers
+    /// stale without the chain being asked again, after a failed attempt.
+    pub lkg_retry_ms: AtomicU64,
 }
 
 impl Entry {
@@ -86,6 +89,7 @@ impl Entry {
             hits: AtomicU32::new(0),
             window_ms: AtomicU64::new(now_ms),
             refreshing: AtomicBool::new(false),
+            lkg_retry_ms: AtomicU64::new(0),
         })
     }
 
