@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::hooks::SkipReason;
 use crate::model::{
-    AddressType, Conditions, Endpoint, EndpointSlice, Namespace, ObjKey, Pod, Port, Protocol,
-    Service, ServiceExtra, ServiceKind,
+    AddressType, Conditions, Endpoint, EndpointSlice, LEGACY_ZONE_LABEL, Namespace, Node, ObjKey,
+    Pod, Port, Protocol, Service, ServiceExtra, ServiceKind, Topology, ZONE_LABEL,
 };
 
 /// Label naming an EndpointSlice's service.
@@ -279,6 +279,7 @@ pub(crate) fn endpoint_slice(
         _ => AddressType::Fqdn,
     };
     let mut endpoints = Vec::with_capacity(slice.endpoints.len());
+    let mut topologies = Vec::new();
     for ep in &slice.endpoints {
         let cond = ep.conditions.as_ref();
         let conditions = Conditions::new(
@@ -306,6 +307,7 @@ pub(crate) fn endpoint_slice(
             .as_deref()
             .filter(|n| !n.is_empty() && n.len() <= MAX_NAME)
             .map(|n| int.intern(n));
+        let topology = topology(ep, int, &mut topologies);
         for addr in &ep.addresses {
             let Some(ip) = parse_ip(addr, skip) else {
                 continue;
@@ -316,6 +318,7 @@ pub(crate) fn endpoint_slice(
                 hostname: hostname.clone(),
                 node_name: node_name.clone(),
                 target_pod: target_pod.clone(),
+                topology: topology.clone(),
             });
         }
     }
@@ -341,6 +344,39 @@ pub(crate) fn endpoint_slice(
         },
         trigger,
     ))
+}
+
+/// An endpoint's zone and hints, the same `Arc` as an earlier endpoint's of the slice
+/// (in `seen`) that has the same; `None` when it has neither.
+fn topology(
+    ep: &discovery::Endpoint,
+    int: &mut Interner,
+    seen: &mut Vec<Arc<Topology>>,
+) -> Option<Arc<Topology>> {
+    let zone = ep
+        .zone
+        .as_deref()
+        .filter(|z| !z.is_empty())
+        .map(|z| int.intern(z));
+    let for_zones: Box<[Arc<str>]> = ep
+        .hints
+        .as_ref()
+        .and_then(|h| h.for_zones.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|z| !z.name.is_empty())
+        .map(|z| int.intern(&z.name))
+        .collect();
+    if zone.is_none() && for_zones.is_empty() {
+        return None;
+    }
+    let t = Topology { zone, for_zones };
+    if let Some(same) = seen.iter().find(|s| ***s == t) {
+        return Some(Arc::clone(same));
+    }
+    let t = Arc::new(t);
+    seen.push(Arc::clone(&t));
+    Some(t)
 }
 
 /// Converts a Pod. Pods that are deleting, finished, or have no IP are skips (with their key).
@@ -385,11 +421,46 @@ pub(crate) fn pod(pod: &core::Pod, int: &mut Interner, skip: SkipFn<'_>) -> Resu
         .iter()
         .copied()
         .find(|other| other.is_ipv4() != ip.is_ipv4());
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty() && n.len() <= MAX_NAME)
+        .map(|n| int.intern(n));
     Ok(Pod {
         namespace: key.namespace,
         name: key.name,
         ip,
         ip2,
+        node,
+    })
+}
+
+/// Converts a Node: its name and zone label.
+pub(crate) fn node(node: &core::Node, int: &mut Interner) -> Result<Node, Skip> {
+    let Some(name) = node.metadata.name.as_deref().filter(|n| !n.is_empty()) else {
+        return Err(Skip {
+            key: None,
+            reason: SkipReason::MissingName,
+        });
+    };
+    if name.len() > MAX_NAME {
+        return Err(Skip {
+            key: Some(ObjKey {
+                namespace: int.intern(""),
+                name: Arc::from(name),
+            }),
+            reason: SkipReason::NameTooLong,
+        });
+    }
+    let labels = node.metadata.labels.as_ref();
+    let zone = labels
+        .and_then(|l| l.get(ZONE_LABEL).or_else(|| l.get(LEGACY_ZONE_LABEL)))
+        .filter(|z| !z.is_empty())
+        .map(|z| int.intern(z));
+    Ok(Node {
+        name: int.intern(name),
+        zone,
     })
 }
 

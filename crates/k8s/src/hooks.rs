@@ -16,15 +16,21 @@ pub enum Kind {
     Pod,
     /// `v1/Namespace`.
     Namespace,
+    /// `v1/Node` (only for `zone_aware`).
+    Node,
 }
+
+/// How many kinds there are.
+const KINDS: usize = Kind::ALL.len();
 
 impl Kind {
     /// All kinds, in index order.
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Pod,
         Kind::Namespace,
+        Kind::Node,
     ];
 
     /// Lower-case name, usable as a metric label.
@@ -34,6 +40,7 @@ impl Kind {
             Kind::EndpointSlice => "endpointslice",
             Kind::Pod => "pod",
             Kind::Namespace => "namespace",
+            Kind::Node => "node",
         }
     }
 }
@@ -175,9 +182,9 @@ impl IndexHooks for NoHooks {}
 /// Hooks that count into atomics; handy in tests and as a base for metrics.
 #[derive(Debug, Default)]
 pub struct Counters {
-    events: [[AtomicU64; 4]; 4],
-    skipped: [[AtomicU64; 8]; 4],
-    watch_errors: [AtomicU64; 4],
+    events: [[AtomicU64; 4]; KINDS],
+    skipped: [[AtomicU64; 8]; KINDS],
+    watch_errors: [AtomicU64; KINDS],
     published: AtomicU64,
     programming: AtomicU64,
 }

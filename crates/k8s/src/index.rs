@@ -26,7 +26,11 @@ use kube::runtime::watcher;
 
 use crate::convert::{self, Interner, Skip, SkipFn};
 use crate::hooks::{EventKind, IndexHooks, Kind, NoHooks, ProgrammingKind, SkipReason};
-use crate::model::{EndpointSlice, KeyRef, NameKey, NameRef, Namespace, ObjKey, Pod, Service};
+use crate::model::{
+    EndpointSlice, KeyRef, LEGACY_ZONE_LABEL, NameKey, NameRef, Namespace, Node, ObjKey, Pod,
+    Service, ZONE_LABEL,
+};
+use crate::shard::ShardMap;
 use crate::snapshot::{IpOwner, ServiceEndpoints, Snapshot, Snapshots};
 
 /// Which objects of a kind one watcher covers: a relist replaces exactly these.
@@ -88,6 +92,7 @@ mod private {
     impl Sealed for k8s_openapi::api::discovery::v1::EndpointSlice {}
     impl Sealed for k8s_openapi::api::core::v1::Pod {}
     impl Sealed for k8s_openapi::api::core::v1::Namespace {}
+    impl Sealed for k8s_openapi::api::core::v1::Node {}
 }
 
 impl IndexedObject for core::Service {
@@ -167,6 +172,59 @@ impl IndexedObject for core::Namespace {
         index.put_namespace(slim);
         key
     }
+}
+
+impl IndexedObject for core::Node {
+    const KIND: Kind = Kind::Node;
+    type Slim = Node;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    /// A Node's status (its image list, conditions, addresses) is most of its size and is
+    /// rewritten by every kubelet heartbeat; only the zone label is read.
+    fn strip(&mut self) {
+        strip_meta(&mut self.metadata, None);
+        if let Some(labels) = self.metadata.labels.as_mut() {
+            labels.retain(|k, _| k == ZONE_LABEL || k == LEGACY_ZONE_LABEL);
+        }
+        self.spec = None;
+        self.status = None;
+    }
+    fn convert(&self, int: &mut Interner, _skip: SkipFn<'_>) -> Result<Node, Skip> {
+        convert::node(self, int)
+    }
+    fn put(index: &mut Index, slim: Node) -> ObjKey {
+        let key = ObjKey::new(&index.no_namespace, &slim.name);
+        index.put_node(slim);
+        key
+    }
+}
+
+/// Stores a cluster-scoped object under `name`, unless an equal one is there: whether the
+/// map changed.
+fn put_named<T: PartialEq>(map: &mut ShardMap<NameKey, Arc<T>>, name: &Arc<str>, obj: T) -> bool {
+    if map.get(&NameRef(name)).is_some_and(|old| **old == obj) {
+        return false;
+    }
+    map.insert(NameKey(Arc::clone(name)), Arc::new(obj));
+    true
+}
+
+/// The names of a cluster-scoped map that a relist (its keys in `seen`) did not list.
+fn unlisted<T>(map: &ShardMap<NameKey, Arc<T>>, seen: &HashSet<ObjKey>) -> Vec<Arc<str>> {
+    map.iter()
+        .map(|(k, _)| &k.0)
+        .filter(|n| {
+            !seen.contains(&KeyRef {
+                namespace: "",
+                name: n,
+            })
+        })
+        .cloned()
+        .collect()
 }
 
 /// Pods by namespace and name, keyed by the pods themselves: no second copy of the key.
@@ -336,6 +394,7 @@ impl Index {
             Kind::EndpointSlice => self.delete_slice(ns, name),
             Kind::Pod => self.delete_pod(ns, name),
             Kind::Namespace => self.delete_namespace(name),
+            Kind::Node => self.delete_node(name),
         }
     }
 
@@ -407,21 +466,13 @@ impl Index {
                 }
             }
             Kind::Namespace => {
-                let doomed: Vec<Arc<str>> = self
-                    .work
-                    .namespaces
-                    .iter()
-                    .map(|(k, _)| &k.0)
-                    .filter(|n| {
-                        !seen.contains(&KeyRef {
-                            namespace: "",
-                            name: n,
-                        })
-                    })
-                    .cloned()
-                    .collect();
-                for n in doomed {
+                for n in unlisted(&self.work.namespaces, &seen) {
                     self.delete_namespace(&n);
+                }
+            }
+            Kind::Node => {
+                for n in unlisted(&self.work.nodes, &seen) {
+                    self.delete_node(&n);
                 }
             }
         }
@@ -480,6 +531,7 @@ impl Index {
             + w.ips.table_bytes()
             + w.pods.table_bytes()
             + w.namespaces.table_bytes()
+            + w.nodes.table_bytes()
             + self.slices.allocation_size()
             + self.pods.allocation_size()
     }
@@ -509,6 +561,7 @@ impl Index {
                     Kind::EndpointSlice => self.delete_slice(&key.namespace, &key.name),
                     Kind::Pod => self.delete_pod(&key.namespace, &key.name),
                     Kind::Namespace => self.delete_namespace(&key.name),
+                    Kind::Node => self.delete_node(&key.name),
                 }
             }
             None => tracing::debug!(%kind, reason = %skip.reason, "object not indexed"),
@@ -715,24 +768,30 @@ impl Index {
     }
 
     fn put_namespace(&mut self, ns: Namespace) {
-        if self
-            .work
-            .namespaces
-            .get(&NameRef(&ns.name))
-            .is_some_and(|old| **old == ns)
-        {
-            return;
+        let name = Arc::clone(&ns.name);
+        if put_named(&mut self.work.namespaces, &name, ns) {
+            self.changed();
         }
-        self.work
-            .namespaces
-            .insert(NameKey(Arc::clone(&ns.name)), Arc::new(ns));
-        self.changed();
     }
 
     /// Removes namespace `name`, if present (its services stay, as in CoreDNS, but an
     /// adapter finds the namespace missing).
     pub fn delete_namespace(&mut self, name: &str) {
         if self.work.namespaces.remove(&NameRef(name)).is_some() {
+            self.changed();
+        }
+    }
+
+    fn put_node(&mut self, node: Node) {
+        let name = Arc::clone(&node.name);
+        if put_named(&mut self.work.nodes, &name, node) {
+            self.changed();
+        }
+    }
+
+    /// Removes node `name`, if present.
+    pub fn delete_node(&mut self, name: &str) {
+        if self.work.nodes.remove(&NameRef(name)).is_some() {
             self.changed();
         }
     }

@@ -8,7 +8,7 @@
 //!     │  list+watch (streaming list, 410 → relist, backoff)         YAML file
 //!     ▼                                                       (kubectl get -o yaml)
 //!  watch.rs: one kube-rs watcher per kind (× namespace)              │
-//!     │  Service  EndpointSlice  Pod(opt)  Namespace(opt)            │ yaml.rs
+//!     │  Service  EndpointSlice  Pod(opt)  Namespace(opt)  Node(opt) │ yaml.rs
 //!     ▼                                                              ▼
 //!  index.rs: Index ── convert.rs: raw object → slim object at once (raw dropped)
 //!     │   apply / delete / reset per kind; relist = mark & sweep in place
@@ -18,6 +18,7 @@
 //!     │     ips        IP        → [Service | endpoints of service]   (PTR)
 //!     │     pods       IP        → [Pod]                              (pods verified)
 //!     │     namespaces name      → Namespace
+//!     │     nodes      name      → Node (zone label)                 (zone_aware)
 //!     ▼   publish(): once per batch of events drained from the watch streams
 //!  ArcSwap<Snapshot> ──load()──▶ readers (no lock, no allocation), Snapshots::synced()
 //! ```
@@ -60,7 +61,7 @@
 //! # Structural sharing: why sharded copy-on-write maps
 //!
 //! Every map of a snapshot is split into 256 hash tables behind `Arc`s (`shard.rs`).
-//! Publishing clones 5 × 256 pointers; the first change to a shard after a publish copies
+//! Publishing clones 6 × 256 pointers; the first change to a shard after a publish copies
 //! that shard only (its entries are `Arc`s and `Arc<str>`s: reference-count increments, no
 //! deep copies), and later changes in the same batch reuse the copy. Lookups are one hash,
 //! one shard pick, one SwissTable probe, with a borrowed case-insensitive key.
@@ -86,6 +87,7 @@ mod error;
 mod hooks;
 mod index;
 pub mod model;
+mod selector;
 mod shard;
 mod snapshot;
 mod watch;
@@ -96,9 +98,10 @@ pub use error::Error;
 pub use hooks::{Counters, EventKind, IndexHooks, Kind, NoHooks, ProgrammingKind, SkipReason};
 pub use index::{Index, IndexedObject, Scope};
 pub use model::{
-    AddressType, Conditions, Endpoint, EndpointSlice, Namespace, ObjKey, Pod, Port, Protocol,
-    Service, ServiceKind,
+    AddressType, Conditions, Endpoint, EndpointSlice, LEGACY_ZONE_LABEL, Namespace, Node, ObjKey,
+    Pod, Port, Protocol, Service, ServiceKind, ZONE_LABEL,
 };
+pub use selector::{LabelSelector, SelectorError};
 pub use snapshot::{Counts, ReverseHit, ServiceEndpoints, Snapshot, Snapshots};
 pub use watch::{Watch, WatchConfig};
 

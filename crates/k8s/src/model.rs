@@ -215,6 +215,17 @@ pub struct Endpoint {
     pub(crate) hostname: Option<Box<str>>,
     pub(crate) node_name: Option<Arc<str>>,
     pub(crate) target_pod: Option<Box<str>>,
+    /// `zone` and `hints`, shared by the endpoints of a slice that have the same: one
+    /// pointer per endpoint address, none when the slice has neither.
+    pub(crate) topology: Option<Arc<Topology>>,
+}
+
+/// An endpoint's `zone` and `hints.forZones[].name` (interned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Topology {
+    pub(crate) zone: Option<Arc<str>>,
+    /// Empty without hints.
+    pub(crate) for_zones: Box<[Arc<str>]>,
 }
 
 impl Endpoint {
@@ -242,6 +253,23 @@ impl Endpoint {
     /// (what `endpoint_pod_names` uses).
     pub fn target_pod(&self) -> Option<&str> {
         self.target_pod.as_deref()
+    }
+    /// `zone`: the zone the endpoint runs in.
+    pub fn zone(&self) -> Option<&str> {
+        self.topology.as_ref()?.zone.as_deref()
+    }
+    /// `hints.forZones`: the zones the EndpointSlice controller meant this endpoint
+    /// for (topology-aware routing); empty when the slice carries no hints.
+    pub fn for_zones(&self) -> impl Iterator<Item = &str> {
+        self.topology
+            .iter()
+            .flat_map(|t| t.for_zones.iter().map(|z| &**z))
+    }
+    /// Whether the endpoint has `hints.forZones`.
+    pub fn has_zone_hints(&self) -> bool {
+        self.topology
+            .as_ref()
+            .is_some_and(|t| !t.for_zones.is_empty())
     }
 }
 
@@ -290,6 +318,8 @@ pub struct Pod {
     pub(crate) name: Arc<str>,
     pub(crate) ip: IpAddr,
     pub(crate) ip2: Option<IpAddr>,
+    /// `spec.nodeName` (interned).
+    pub(crate) node: Option<Arc<str>>,
 }
 
 impl Pod {
@@ -308,6 +338,33 @@ impl Pod {
     /// `status.podIPs`: the primary, then the other family's address if any.
     pub fn ips(&self) -> impl Iterator<Item = IpAddr> {
         std::iter::once(self.ip).chain(self.ip2)
+    }
+    /// `spec.nodeName`: the node the Pod was scheduled to.
+    pub fn node_name(&self) -> Option<&str> {
+        self.node.as_deref()
+    }
+}
+
+/// The label a Node's zone is read from.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The label's name before Kubernetes 1.17, still set by some providers.
+pub const LEGACY_ZONE_LABEL: &str = "failure-domain.beta.kubernetes.io/zone";
+
+/// A Node, slimmed: its name and zone label only (watched for `zone_aware`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub(crate) name: Arc<str>,
+    pub(crate) zone: Option<Arc<str>>,
+}
+
+impl Node {
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Label [`ZONE_LABEL`], else [`LEGACY_ZONE_LABEL`].
+    pub fn zone(&self) -> Option<&str> {
+        self.zone.as_deref()
     }
 }
 

@@ -14,8 +14,8 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::model::{
-    Endpoint, EndpointSlice, KeyBytes, KeyRef, NameBytes, NameKey, NameRef, Namespace, ObjKey, Pod,
-    Service,
+    Endpoint, EndpointSlice, KeyBytes, KeyRef, NameBytes, NameKey, NameRef, Namespace, Node,
+    ObjKey, Pod, Service,
 };
 use crate::shard::ShardMap;
 
@@ -112,6 +112,8 @@ pub struct Snapshot {
     pub(crate) ips: ShardMap<IpAddr, Arc<[IpOwner]>>,
     pub(crate) pods: ShardMap<IpAddr, Arc<[Arc<Pod>]>>,
     pub(crate) namespaces: ShardMap<NameKey, Arc<Namespace>>,
+    /// Empty unless Nodes are watched (`zone_aware`).
+    pub(crate) nodes: ShardMap<NameKey, Arc<Node>>,
 }
 
 impl Default for Snapshot {
@@ -127,6 +129,7 @@ impl Default for Snapshot {
             ips: ShardMap::default(),
             pods: ShardMap::default(),
             namespaces: ShardMap::default(),
+            nodes: ShardMap::default(),
         }
     }
 }
@@ -262,6 +265,11 @@ impl Snapshot {
     /// [`service_bytes`](Self::service_bytes)).
     pub fn namespace_bytes(&self, name: &[u8]) -> Option<&Namespace> {
         self.namespaces.get(&NameBytes(name)).map(|n| &**n)
+    }
+
+    /// The node `name`, ASCII case ignored (only when Nodes are watched).
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(&NameRef(name)).map(|n| &**n)
     }
 
     /// Every namespace, in no particular order.

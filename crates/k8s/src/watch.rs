@@ -44,6 +44,8 @@ pub struct WatchConfig {
     pub endpoints: bool,
     /// Watch Pods (`pods verified`).
     pub pods: bool,
+    /// Watch Nodes, for their zone label (`zone_aware`).
+    pub nodes: bool,
     /// Initial lists as watch streams (`sendInitialEvents`), falling back to LIST.
     pub streaming_lists: bool,
     /// Most events applied before a publish.
@@ -59,6 +61,7 @@ impl Default for WatchConfig {
             watch_namespaces: true,
             endpoints: true,
             pods: false,
+            nodes: false,
             streaming_lists: true,
             max_batch: 1024,
         }
@@ -71,6 +74,7 @@ enum Update {
     Slice(Scope, Box<watcher::Event<discovery::EndpointSlice>>),
     Pod(Scope, Box<watcher::Event<core::Pod>>),
     Namespace(Scope, Box<watcher::Event<core::Namespace>>),
+    Node(Scope, Box<watcher::Event<core::Node>>),
     Error(Kind, watcher::Error),
 }
 
@@ -293,6 +297,16 @@ fn streams(
             Update::Namespace,
         ));
     }
+    if config.nodes {
+        index.expect_sync(Kind::Node, Scope::All);
+        out.push(kind_stream(
+            Api::<core::Node>::all(client.clone()),
+            watcher::Config::default(),
+            streaming,
+            Scope::All,
+            Update::Node,
+        ));
+    }
     out
 }
 
@@ -302,6 +316,7 @@ fn apply(index: &mut Index, update: Update) {
         Update::Slice(scope, ev) => index.handle_event(&scope, *ev),
         Update::Pod(scope, ev) => index.handle_event(&scope, *ev),
         Update::Namespace(scope, ev) => index.handle_event(&scope, *ev),
+        Update::Node(scope, ev) => index.handle_event(&scope, *ev),
         Update::Error(kind, err) => {
             let error = describe(&err);
             tracing::warn!(%kind, %error, "kubernetes watch failed; retrying, serving last known state");

@@ -29,6 +29,8 @@ pub struct LoadReport {
     pub pods: usize,
     /// Namespaces decoded.
     pub namespaces: usize,
+    /// Nodes decoded.
+    pub nodes: usize,
     /// Objects of other kinds, ignored.
     pub ignored: usize,
     /// Objects of a known kind that failed to decode.
@@ -91,6 +93,7 @@ pub fn load_str(index: &mut Index, text: &str) -> Result<LoadReport, Error> {
                 &mut report.namespaces,
                 &mut report.undecodable,
             ),
+            "Node" => decode::<core::Node>(index, obj, &mut report.nodes, &mut report.undecodable),
             _ => {
                 tracing::debug!(kind = %kind.escape_debug(), "ignoring object of another kind");
                 report.ignored += 1;

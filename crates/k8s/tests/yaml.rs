@@ -123,6 +123,7 @@ fn kubectl_list_output() {
             endpoint_slices: 1,
             pods: 1,
             namespaces: 2,
+            nodes: 0,
             ignored: 1,
             undecodable: 0,
         }

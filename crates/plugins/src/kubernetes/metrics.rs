@@ -46,6 +46,7 @@ impl IndexHooks for MetricsHooks {
             Kind::EndpointSlice => "*v1.EndpointSlice",
             Kind::Pod => "*v1.Pod",
             Kind::Namespace => "*v1.Namespace",
+            Kind::Node => "*v1.Node",
         };
         clusterdns_plugin::error!(super::NAME, "Failed to watch {kind}: {error}");
     }
