@@ -12,13 +12,12 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddr};
+use common::{ask_from as ask, pod_addr as addr, rcode_name as rcode};
+
 use std::path::Path;
-use std::time::Duration;
 
 use clusterdns_test_support::{
-    Differential, Outcome, PrivateRig, Query, Response, Rig, RunningServer, ServerSpec, TtlMode,
-    compare, eventually, exchange_from,
+    Differential, Outcome, PrivateRig, Rig, RunningServer, ServerSpec, TtlMode, compare, eventually,
 };
 
 fn clusterdns() -> &'static Path {
@@ -36,32 +35,6 @@ const COREFILE: &str = "
     }
 }
 ";
-
-/// One UDP query from `src` to `server`.
-fn ask(src: Ipv4Addr, server: SocketAddr, name: &str, qtype: &str) -> Outcome {
-    let msg = Query::new(name, qtype).to_wire().expect("query builds");
-    exchange_from(server, src.into(), &msg, Duration::from_secs(3))
-}
-
-fn rcode(o: &Outcome) -> String {
-    o.response()
-        .map_or_else(|| o.summary(), Response::rcode_name)
-}
-
-/// A client address of this test process: 127.172.X.`n`.
-fn addr(n: u8) -> Ipv4Addr {
-    Ipv4Addr::new(127, 172, (std::process::id() % 250) as u8, n)
-}
-
-/// A Pod `name` in `ns` whose `status.podIP` is `ip`.
-fn pod_at(rig: &Rig, ns: &str, name: &str, ip: Ipv4Addr) {
-    rig.apply_yaml(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  containers: [{{name: c, image: none}}]\n"
-    ))
-    .expect("pod");
-    rig.set_pod_ip(ns, name, ip.into())
-        .expect("set the pod's IP");
-}
 
 /// A ClusterIP Service `web` and a headless `db` with one ready endpoint
 /// at `db_ip`.
@@ -152,12 +125,12 @@ fn isolate_hides_other_namespaces_from_pods() {
     services(rig, b, "10.91.0.2");
     services(rig, c, "10.91.0.3");
     let (ca, cb, stranger) = (addr(2), addr(3), addr(9));
-    pod_at(rig, a, "client", ca);
-    pod_at(rig, b, "client", cb);
+    common::pod_at(rig, a, "client", None, ca.into());
+    common::pod_at(rig, b, "client", None, cb.into());
     // Host-network Pods of two namespaces share their node's address.
     let node = addr(5);
-    pod_at(rig, a, "agent", node);
-    pod_at(rig, b, "agent", node);
+    common::pod_at(rig, a, "agent", None, node.into());
+    common::pod_at(rig, b, "agent", None, node.into());
     let b_ip = cluster_ip(rig, b);
     let a_ip = cluster_ip(rig, a);
 
@@ -328,16 +301,13 @@ fn isolate_hides_other_namespaces_from_pods() {
         }
     }
     unseen.extend(seen);
-    for (qname, qtype) in &unseen {
-        for src in [ca, cb, stranger] {
-            let r = ask(src, d.reference.addr, qname, qtype);
-            let o = ask(src, d.candidate.addr, qname, qtype);
-            let diffs = compare(&r, &o, TtlMode::Exact);
-            if !diffs.is_empty() {
-                failures.push(format!("off, {qname} {qtype} from {src}: {diffs:?}"));
-            }
-        }
-    }
+    failures.extend(common::differences(
+        "off",
+        d.reference.addr,
+        d.candidate.addr,
+        &[ca, cb, stranger],
+        &unseen,
+    ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

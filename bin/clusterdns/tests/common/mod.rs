@@ -213,3 +213,74 @@ pub fn lines(dig_output: &str) -> Vec<String> {
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect()
 }
+
+/// One UDP query for `name` `qtype` from `src` (a Pod's loopback address,
+/// see [`pod_addr`]) to `server`.
+pub fn ask_from(
+    src: std::net::Ipv4Addr,
+    server: std::net::SocketAddr,
+    name: &str,
+    qtype: &str,
+) -> clusterdns_test_support::Outcome {
+    let msg = clusterdns_test_support::Query::new(name, qtype)
+        .to_wire()
+        .expect("query builds");
+    clusterdns_test_support::exchange_from(server, src.into(), &msg, Duration::from_secs(3))
+}
+
+/// The reply's rcode name, else what happened instead.
+pub fn rcode_name(o: &clusterdns_test_support::Outcome) -> String {
+    o.response().map_or_else(
+        || o.summary(),
+        clusterdns_test_support::Response::rcode_name,
+    )
+}
+
+/// A client address of this test process, 127.172.X.`n` (X from the
+/// process id): a socket bound to it is the Pod whose `status.podIP` it is.
+pub fn pod_addr(n: u8) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 172, (std::process::id() % 250) as u8, n)
+}
+
+/// A Pod `name` in `ns` (bound to `node` when given) whose `status.podIP`
+/// is `ip`: the rig runs no kubelet, so the test sets it.
+pub fn pod_at(
+    rig: &clusterdns_test_support::Rig,
+    ns: &str,
+    name: &str,
+    node: Option<&str>,
+    ip: std::net::IpAddr,
+) {
+    let node = node.map_or_else(String::new, |n| format!("  nodeName: {n}\n"));
+    rig.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{node}  containers: [{{name: c, image: none}}]\n"
+    ))
+    .expect("pod");
+    rig.set_pod_ip(ns, name, ip).expect("set the pod's IP");
+}
+
+/// Every question of `questions` asked from every address of `srcs` of
+/// `reference` and of `candidate`: one line per answer that differs
+/// (TTLs compared exactly), starting with `what`.
+pub fn differences<Q: AsRef<str>>(
+    what: &str,
+    reference: std::net::SocketAddr,
+    candidate: std::net::SocketAddr,
+    srcs: &[std::net::Ipv4Addr],
+    questions: &[(Q, &str)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (qname, qtype) in questions {
+        let qname = qname.as_ref();
+        for src in srcs {
+            let r = ask_from(*src, reference, qname, qtype);
+            let c = ask_from(*src, candidate, qname, qtype);
+            let diffs =
+                clusterdns_test_support::compare(&r, &c, clusterdns_test_support::TtlMode::Exact);
+            if !diffs.is_empty() {
+                out.push(format!("{what}, {qname} {qtype} from {src}: {diffs:?}"));
+            }
+        }
+    }
+    out
+}

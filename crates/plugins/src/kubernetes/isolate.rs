@@ -1,12 +1,14 @@
 //! `isolate`: per-namespace DNS isolation (beyond CoreDNS). A client whose
 //! address is a Pod's sees the names of its own namespace and of the
-//! allowed ones; a name of any other namespace is NXDOMAIN to it, as if it
-//! did not exist. Decided on the names as they are (the query's
-//! namespace label, the Pod's namespace): nothing is allocated.
+//! allowed ones (by name, or by the namespace's labels); a name of any
+//! other namespace is NXDOMAIN to it, as if it did not exist. Decided on
+//! the names as they are (the query's namespace label, the Pod's
+//! namespace, the namespace's labels in the snapshot): nothing is
+//! allocated.
 
 use std::net::IpAddr;
 
-use clusterdns_k8s::Snapshot;
+use clusterdns_k8s::{LabelSelector, Snapshot};
 use clusterdns_plugin::Request;
 use clusterdns_wire::{Rtype, parse_reverse};
 
@@ -27,6 +29,9 @@ pub(crate) enum Unknown {
 pub(crate) struct Isolation {
     /// Namespaces every client may resolve, lowercase.
     pub(crate) allow: Vec<String>,
+    /// `isolate_namespace_labels`: namespaces whose labels match any of
+    /// these are every client's too.
+    pub(crate) labels: Vec<LabelSelector>,
     pub(crate) unknown: Unknown,
 }
 
@@ -53,7 +58,7 @@ fn client_of(snap: &Snapshot, ip: IpAddr) -> Client<'_> {
 
 impl Isolation {
     /// Whether `client` may see the names of namespace `ns`.
-    fn sees(&self, client: &Client<'_>, ns: &[u8]) -> bool {
+    fn sees(&self, snap: &Snapshot, client: &Client<'_>, ns: &[u8]) -> bool {
         if self
             .allow
             .iter()
@@ -61,10 +66,23 @@ impl Isolation {
         {
             return true;
         }
-        match client {
+        let own = match client {
             Client::In(own) => own.as_bytes().eq_ignore_ascii_case(ns),
             Client::Unknown => self.unknown == Unknown::Allow,
+        };
+        own || self.labelled(snap, ns)
+    }
+
+    /// Whether namespace `ns` exists with labels `isolate_namespace_labels`
+    /// allows.
+    fn labelled(&self, snap: &Snapshot, ns: &[u8]) -> bool {
+        if self.labels.is_empty() {
+            return false;
         }
+        let Some(ns) = snap.namespace_bytes(ns) else {
+            return false;
+        };
+        self.labels.iter().any(|sel| sel.matches(|k| ns.label(k)))
     }
 }
 
@@ -89,7 +107,7 @@ impl Kubernetes {
             let client = client_of(snap, req.client.ip());
             let mut hidden = false;
             self.ptr_targets(snap, ip, &mut |t| {
-                hidden |= !iso.sees(&client, t.namespace);
+                hidden |= !iso.sees(snap, &client, t.namespace);
             });
             return hidden;
         }
@@ -100,6 +118,6 @@ impl Kubernetes {
         if parsed.namespace.is_empty() {
             return false;
         }
-        !iso.sees(&client_of(snap, req.client.ip()), parsed.namespace)
+        !iso.sees(snap, &client_of(snap, req.client.ip()), parsed.namespace)
     }
 }

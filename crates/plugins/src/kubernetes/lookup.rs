@@ -231,6 +231,8 @@ pub(crate) enum Found<'s, 'q> {
         port: &'q [u8],
         protocol: &'q [u8],
         pod_names: bool,
+        /// `zone_aware`: only the endpoints meant for this zone.
+        zone: Option<&'s str>,
     },
 }
 
@@ -376,6 +378,7 @@ impl LookupOpts {
                 port: r.port,
                 protocol: r.protocol,
                 pod_names: self.pod_names,
+                zone: None,
             };
             let mut any = false;
             found.for_each(&mut |_| any = true);
@@ -497,8 +500,14 @@ impl<'s> Found<'s, '_> {
                 port,
                 protocol,
                 pod_names,
+                zone,
             } => {
                 for (slice, ep) in eps.ready() {
+                    if let Some(z) = zone
+                        && !super::zone::in_zone(ep, z)
+                    {
+                        continue;
+                    }
                     let label = EpLabel::of(ep, pod_names);
                     if !endpoint.is_empty() && !label.matches(endpoint) {
                         continue;

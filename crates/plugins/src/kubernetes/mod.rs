@@ -17,6 +17,7 @@ mod setup;
 mod upstream;
 mod write;
 mod xfr;
+mod zone;
 
 use std::net::IpAddr;
 
@@ -66,6 +67,8 @@ pub struct Kubernetes {
     host_search: Vec<Name>,
     /// `isolate`: `None` off (CoreDNS's answers).
     isolation: Option<isolate::Isolation>,
+    /// `zone_aware`: `None` off (CoreDNS's answers).
+    zone_aware: Option<zone::ZoneAware>,
 }
 
 impl std::fmt::Debug for Kubernetes {
@@ -149,7 +152,10 @@ impl Kubernetes {
         }
         match self.answer_from(req, w, &snap, zone, off) {
             Ok(flow) => {
-                memo::keep(self.memo_id, generation, req, &flow, w);
+                // A `zone_aware` answer is the asking client's own.
+                if !w.is_per_client() {
+                    memo::keep(self.memo_id, generation, req, &flow, w);
+                }
                 flow
             }
             // The chain goes to the asynchronous pass with the query.
@@ -278,7 +284,10 @@ impl Kubernetes {
             return Ok(Flow::Answered);
         }
         let s = split_at(req.qname(), lower, off);
-        let plan = self.plan(snap, &s, qtype);
+        let mut plan = self.plan(snap, &s, qtype);
+        if self.zone_filter(req, snap, qtype, &mut plan) {
+            w.set_per_client();
+        }
         if let Plan::NameError = plan {
             return Ok(self.name_error(req, w, snap, off));
         }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
 use clusterdns_k8s::{
-    ClientLimits, ClientSource, Index, RequestObserver, TlsFiles, Watch, WatchConfig, yaml,
+    ClientLimits, ClientSource, Index, LabelSelector, RequestObserver, TlsFiles, Watch,
+    WatchConfig, yaml,
 };
 use clusterdns_plugin::{ChainTail, SetupCtx};
 use clusterdns_wire::Name;
@@ -18,7 +19,9 @@ use parking_lot::Mutex;
 use super::isolate::{Isolation, Unknown};
 use super::lookup::{LookupOpts, PodMode};
 use super::metrics::{ClientMetrics, MetricsHooks};
+use super::zone::ZoneAware;
 use super::{Kubernetes, NAME};
+use crate::acl::Nets;
 
 /// Default `ttl`.
 pub const DEFAULT_TTL: u32 = 5;
@@ -51,6 +54,10 @@ struct Options {
     /// `isolate` (its allowed namespaces) and `isolate_unknown`.
     isolate: Option<Vec<String>>,
     isolate_unknown: Option<Unknown>,
+    /// `isolate_namespace_labels`.
+    isolate_labels: Vec<LabelSelector>,
+    /// `zone_aware`: `None` off, else its `CIDR ZONE` pairs.
+    zone_aware: Option<Vec<(Nets, Box<str>)>>,
 }
 
 fn zone_list<'a>(
@@ -164,6 +171,8 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
         no_aaaa: false,
         isolate: None,
         isolate_unknown: None,
+        isolate_labels: Vec::new(),
+        zone_aware: None,
     };
     let path = |s: &str| {
         let p = PathBuf::from(s);
@@ -305,6 +314,34 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                     }
                 });
             }
+            "isolate_namespace_labels" => {
+                if args.is_empty() {
+                    return Err(p.arg_err());
+                }
+                let sel =
+                    LabelSelector::parse(&args.join(" ")).map_err(|e| p.err(e.to_string()))?;
+                o.isolate_labels.push(sel);
+            }
+            "zone_aware" => {
+                if o.zone_aware.is_some() {
+                    return Err(p.err("zone_aware given twice"));
+                }
+                if !args.len().is_multiple_of(2) {
+                    return Err(p.err(
+                        "zone_aware takes CIDR ZONE pairs: an odd number of arguments was given",
+                    ));
+                }
+                let mut map = Vec::new();
+                for pair in args.chunks_exact(2) {
+                    let mut nets = Nets::default();
+                    if !nets.insert_cidr(pair[0]) {
+                        return Err(p.err(format!("zone_aware: invalid CIDR '{}'", pair[0])));
+                    }
+                    nets.seal();
+                    map.push((nets, Box::from(pair[1])));
+                }
+                o.zone_aware = Some(map);
+            }
             "multicluster" | "zonal" => {
                 return Err(p.err(format!("{} is not supported", p.name.text)));
             }
@@ -316,6 +353,9 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
     }
     if o.isolate_unknown.is_some() && o.isolate.is_none() {
         return Err(d.err("isolate_unknown needs isolate"));
+    }
+    if !o.isolate_labels.is_empty() && o.isolate.is_none() {
+        return Err(d.err("isolate_namespace_labels needs isolate"));
     }
     Ok(o)
 }
@@ -389,8 +429,10 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         host_search: host_search(),
         isolation: o.isolate.clone().map(|allow| Isolation {
             allow,
+            labels: o.isolate_labels.clone(),
             unknown: o.isolate_unknown.unwrap_or(Unknown::Allow),
         }),
+        zone_aware: o.zone_aware.clone().map(|map| ZoneAware { map }),
     };
     ctx.add_plugin(Arc::new(plugin));
     ctx.bind_tail(&tail);
@@ -402,14 +444,17 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
     }
     let source =
         ClientSource::from_options(o.endpoint.clone(), o.tls.clone(), o.kubeconfig.clone());
+    let zone_from_nodes = o.zone_aware.as_ref().is_some_and(Vec::is_empty);
     let config = WatchConfig {
         namespaces: o.namespaces.clone(),
         labels: o.labels.clone(),
         namespace_labels: o.namespace_labels.clone(),
         watch_namespaces: true,
         endpoints: !o.noendpoints,
-        // `isolate` knows a client by its Pod's address.
-        pods: o.pods == PodMode::Verified || o.isolate.is_some(),
+        // `isolate` knows a client by its Pod's address; `zone_aware`
+        // without a CIDR map finds its zone through its Pod's Node.
+        pods: o.pods == PodMode::Verified || o.isolate.is_some() || zone_from_nodes,
+        nodes: zone_from_nodes,
         ..WatchConfig::default()
     };
     let client = ClientSpec {

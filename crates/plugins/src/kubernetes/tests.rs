@@ -990,6 +990,7 @@ fn on_index(index: &clusterdns_k8s::Index) -> super::Kubernetes {
         memo_id: super::memo::instance_id(),
         host_search: Vec::new(),
         isolation: None,
+        zone_aware: None,
     }
 }
 
