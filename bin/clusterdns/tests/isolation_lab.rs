@@ -387,6 +387,43 @@ fn each_client_resolves_only_what_the_policy_allows() {
     drop(server);
 }
 
+/// The selector without a cluster or network namespaces: Namespaces with
+/// labels, a Pod and Services from a `snapshot` file, queried from the
+/// Pod's (loopback) address.
+#[test]
+fn isolate_namespace_labels_from_a_snapshot() {
+    let mut objects = String::new();
+    for (ns, labels) in [
+        ("home", "{}"),
+        ("shared", "{dns-tier: shared}"),
+        ("infra", "{dns-tier: infra, team: x}"),
+        ("legacy", "{dns-tier: shared, legacy: \"true\"}"),
+        ("other", "{dns-tier: internal}"),
+    ] {
+        objects.push_str(&format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {labels}}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\nspec: {{clusterIP: 10.96.0.{}, ports: [{{name: http, port: 80}}]}}\n",
+            objects.len() % 200 + 1
+        ));
+    }
+    let client = common::pod_addr(7);
+    objects.push_str(&format!(
+        "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: c, namespace: home}}\nspec: {{containers: [{{name: c, image: none}}]}}\nstatus: {{podIP: {client}}}\n"
+    ));
+    let corefile = ".:{PORT} {\n    kubernetes cluster.local {\n        snapshot objects.yaml\n        isolate\n        isolate_namespace_labels dns-tier in (shared, infra), !legacy\n        isolate_namespace_labels team=y\n    }\n}\n";
+    let server = common::Server::start_with(corefile, &[("objects.yaml", &objects)]);
+    let at = SocketAddr::from(([127, 0, 0, 1], server.port));
+    for (ns, want) in [
+        ("home", "NOERROR"),
+        ("shared", "NOERROR"),
+        ("infra", "NOERROR"),
+        ("legacy", "NXDOMAIN"),
+        ("other", "NXDOMAIN"),
+    ] {
+        let o = common::ask_from(client, at, &format!("web.{ns}.svc.cluster.local."), "A");
+        assert_eq!(common::rcode_name(&o), want, "web.{ns} from a Pod of home");
+    }
+}
+
 #[test]
 fn isolate_namespace_labels_setup_errors_name_the_line() {
     let corefile = |body: &str| {

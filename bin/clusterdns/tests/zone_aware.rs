@@ -16,7 +16,7 @@ mod common;
 use common::{ask_from as ask, pod_addr as addr, rcode_name as rcode};
 
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
 use clusterdns_test_support::{
@@ -102,8 +102,8 @@ endpoints:
 }
 
 /// A headless Service with one EndpointSlice per (address family,
-/// endpoints).
-fn headless(rig: &Rig, ns: &str, svc: &str, slices: &[(&str, &[Ep<'_>])]) {
+/// endpoints), as YAML.
+fn headless_yaml(ns: &str, svc: &str, slices: &[(&str, &[Ep<'_>])]) -> String {
     let mut y = format!(
         "apiVersion: v1
 kind: Service
@@ -117,7 +117,7 @@ spec:
         y.push_str("---\n");
         y.push_str(&slice_yaml(ns, svc, &format!("{svc}-{i}"), family, eps));
     }
-    rig.apply_yaml(&y).expect("headless service");
+    y
 }
 
 /// The test's headless Services:
@@ -181,7 +181,8 @@ const HEADLESS: &[(&str, Slices)] = &[
 /// [`HEADLESS`] and `web`, a ClusterIP Service, in `ns`.
 fn services(rig: &Rig, ns: &str) {
     for (svc, slices) in HEADLESS {
-        headless(rig, ns, svc, slices);
+        rig.apply_yaml(&headless_yaml(ns, svc, slices))
+            .expect("headless service");
     }
     rig.apply_yaml(&format!(
         "apiVersion: v1
@@ -409,6 +410,96 @@ fn zone_aware_answers_headless_names_from_the_clients_zone() {
         &alike,
     ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The same rule without a cluster: Nodes, Pods (bound, with their IPs)
+/// and the Services from a `snapshot` file, for both ways of knowing the
+/// client's zone.
+#[test]
+fn zone_aware_from_a_snapshot() {
+    let ns = "snap";
+    let mut objects = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n");
+    for (node, zone) in [("zn-a", "zone-a"), ("zn-b", "zone-b")] {
+        objects.push_str(&format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: {node}, labels: {{topology.kubernetes.io/zone: {zone}}}}}\n"
+        ));
+    }
+    for (pod, node, n) in [("client-a", "zn-a", 2), ("client-b", "zn-b", 3)] {
+        objects.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: {ns}}}\nspec: {{nodeName: {node}, containers: [{{name: c, image: none}}]}}\nstatus: {{podIP: {}}}\n",
+            addr(n)
+        ));
+    }
+    for (svc, slices) in HEADLESS {
+        objects.push_str("---\n");
+        objects.push_str(&headless_yaml(ns, svc, slices));
+    }
+    let octet = (std::process::id() % 250) as u8;
+    // No Pod's, and in no network of the map.
+    let (ca, cb, stranger) = (addr(2), addr(3), Ipv4Addr::LOCALHOST);
+    let name = |svc: &str| format!("{svc}.{ns}.svc.cluster.local.");
+    for (option, a_gets, b_gets) in [
+        ("zone_aware", "zone-a", "zone-b"),
+        (
+            &*format!("zone_aware 127.172.{octet}.2/32 zone-b 127.172.{octet}.0/24 zone-a"),
+            "zone-b",
+            "zone-a",
+        ),
+    ] {
+        let corefile = format!(
+            ".:{{PORT}} {{\n    kubernetes cluster.local {{\n        snapshot objects.yaml\n        {option}\n    }}\n}}\n"
+        );
+        let server = common::Server::start_with(&corefile, &[("objects.yaml", &objects)]);
+        let at = SocketAddr::from(([127, 0, 0, 1], server.port));
+        let db = |zone: &str| -> &[&str] {
+            if zone == "zone-a" {
+                &["10.92.0.1"]
+            } else {
+                &["10.92.0.2", "10.92.0.3"]
+            }
+        };
+        let hinted = |zone: &str| {
+            if zone == "zone-a" {
+                "10.93.0.2"
+            } else {
+                "10.93.0.1"
+            }
+        };
+        for (src, qname, qtype, want) in [
+            (ca, name("db"), "A", set(db(a_gets))),
+            (cb, name("db"), "A", set(db(b_gets))),
+            (stranger, name("db"), "A", set(ALL_DB)),
+            (ca, name("hinted"), "A", set(&[hinted(a_gets)])),
+            (cb, name("hinted"), "A", set(&[hinted(b_gets)])),
+            (
+                ca,
+                format!("10-92-0-2.{}", name("db")),
+                "A",
+                set(&["10.92.0.2"]),
+            ),
+        ] {
+            let o = ask(src, at, &qname, qtype);
+            assert_eq!(
+                rdata(&o, qtype),
+                want,
+                "{option}: {qname} from {src}\n{}",
+                o.summary()
+            );
+        }
+        // zone-a has no ready IPv4 endpoint of `far`, and only an IPv6
+        // one of `split`.
+        let za = if a_gets == "zone-a" { ca } else { cb };
+        let far = ask(za, at, &name("far"), "A");
+        assert_eq!(
+            rdata(&far, "A"),
+            set(&["10.94.0.1", "10.94.0.2"]),
+            "{option}"
+        );
+        let split = ask(za, at, &name("split"), "A");
+        assert_eq!(rdata(&split, "A"), set(&["10.95.0.2"]), "{option}");
+        let split6 = ask(za, at, &name("split"), "AAAA");
+        assert_eq!(rdata(&split6, "AAAA"), set(&["fd00:95::1"]), "{option}");
+    }
 }
 
 #[test]
