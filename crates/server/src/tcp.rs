@@ -28,6 +28,8 @@ use crate::mux::Mux;
 /// * **idle** (10 s): time allowed between one reply and the next query.
 /// * **write** (5 s, CoreDNS's write timeout): each reply must be taken by
 ///   the kernel within it; a client that stops reading is closed.
+/// * **fair share**: a connection serves one query per turn on its worker
+///   thread, then lets the others (the UDP workers among them) run.
 /// * **queued replies**: the server holds at most one reply per
 ///   connection (the next query is read only once the previous reply was
 ///   written), and the kernel's send buffer for a connection is capped at
@@ -35,15 +37,16 @@ use crate::mux::Mux;
 ///   meets the write deadline.
 /// * **max_connections** (1024): connections open at once. Past 7/8 of it,
 ///   every new connection closes the connection that has been idle
-///   (waiting for its next query) or stuck in a write longest; at the
-///   limit, such a connection must be closed before another is accepted.
-///   Below the limit a connection is spared for its first [`TCP_GRACE`] in a
-///   state (a new client has that long to send its query); at the limit
-///   the oldest goes regardless, so a flood of new idle connections cycles
-///   through the slots instead of filling the backlog. Only when every
-///   connection is busy reading a message or being answered do new ones
-///   wait in the kernel's backlog. New clients are thus served within a
-///   round trip while idle or stalled connections hold all the slots.
+///   (waiting for its next query), still reading a message, or stuck in a
+///   write longest; at the limit, such a connection must be closed before
+///   another is accepted. Below the limit a connection is spared for its
+///   first [`TCP_GRACE`] in a state (a new client has that long to send
+///   its query); at the limit the oldest goes regardless, so a flood of
+///   new idle or trickling (slow-loris) connections cycles through the
+///   slots instead of filling the backlog. Only when every connection is
+///   being answered do new ones wait in the kernel's backlog. New clients
+///   are thus served within a round trip while idle, trickling or stalled
+///   connections hold all the slots.
 ///
 /// CoreDNS has no connection limit (a goroutine per connection) and closes
 /// idle and stalled connections only by its timeouts; the eviction is ours.
@@ -111,12 +114,15 @@ pub const TCP_SEND_BUFFER: usize = 64 * 1024;
 mod state {
     /// Waiting for the length of its next (or first) query.
     pub const IDLE: u8 = 0;
-    /// Reading a message or answering it.
+    /// Answering a message.
     pub const BUSY: u8 = 1;
     /// Writing a reply.
     pub const WRITING: u8 = 2;
     /// Closed by the accept loop to make room.
     pub const EVICTED: u8 = 3;
+    /// Reading a message whose length arrived: a client trickling it
+    /// holds a slot as long as an idle one, and goes as one.
+    pub const READING: u8 = 4;
 }
 
 /// One open connection as the accept loop sees it.
@@ -173,11 +179,11 @@ impl Conns {
         self.freed.notify_one();
     }
 
-    /// Closes the connection that has been idle or stuck in a write
-    /// longest (with `spare`, only one that has been so for [`TCP_GRACE`]);
-    /// `false` when there is none.
+    /// Closes the connection that has been idle, reading a message or
+    /// stuck in a write longest (with `spare`, only one that has been so
+    /// for [`TCP_GRACE`]); `false` when there is none.
     fn evict(&self, spare: bool) -> bool {
-        let evictable = |s: u8| s == state::IDLE || s == state::WRITING;
+        let evictable = |s: u8| s == state::IDLE || s == state::READING || s == state::WRITING;
         let grace = if spare {
             u64::try_from(TCP_GRACE.as_millis()).unwrap_or(u64::MAX)
         } else {
@@ -331,6 +337,14 @@ async fn connection(
         if limits.max_queries.is_some_and(|m| served >= m) {
             return;
         }
+        // One query per turn on the worker: the UDP workers are tasks on
+        // the same threads, and a thousand connections each answering a
+        // pipeline of queries until its send buffer fills would hold them
+        // off for that whole round (seconds, tests/torture_exhaust.rs
+        // never_read).
+        if served > 0 {
+            tokio::task::yield_now().await;
+        }
         served = served.saturating_add(1);
         if !enter(conns, me, state::IDLE, true) {
             return;
@@ -361,7 +375,10 @@ async fn connection(
         }
         let len = usize::from(u16::from_be_bytes(lb));
         first = false;
-        if len == 0 || !enter(conns, me, state::BUSY, false) {
+        // Reading keeps the time the wait for the length began: a
+        // connection idle for long that then trickles a message is the
+        // oldest, not a new one.
+        if len == 0 || !enter(conns, me, state::READING, false) {
             return;
         }
         if packet.len() < len {
@@ -373,6 +390,9 @@ async fn connection(
                 _ => return,
             },
             _ = me.kill.notified() => return,
+        }
+        if !enter(conns, me, state::BUSY, false) {
+            return;
         }
         let meta = Meta {
             client,
