@@ -5,19 +5,20 @@
 //! than the server reads.
 // Test helpers outside #[test] functions fail loudly by design.
 #![allow(clippy::unwrap_used)]
-#![allow(unsafe_code)]
 
 mod common;
 mod fault;
+mod torture;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Server, free_port};
 use fault::{Fault, Mode};
+use torture::{Sent, raise_nofile, rss_kib, send_some, tcp_socket};
 
 /// Held by the tests that load the machine (dnsperf, thousands of
 /// connections), so they do not starve each other's servers: the limits
@@ -33,32 +34,6 @@ fn heavy() -> std::sync::MutexGuard<'static, ()> {
 /// A query for `name` A with this ID (RD set), no EDNS.
 fn query(name: &str, id: u16) -> Vec<u8> {
     fault::query(name, id)
-}
-
-/// Raises this process's open-file limit to its hard limit (the servers
-/// started here inherit it): the TCP test holds thousands of sockets.
-fn raise_nofile() -> u64 {
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 1024;
-        }
-        r.rlim_cur = r.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
-        r.rlim_cur
-    }
-}
-
-/// Resident memory of `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Sockets `pid` has open.
@@ -170,67 +145,6 @@ fn a_blocked_stdout_does_not_stop_answers() {
     );
 }
 
-/// A non-blocking TCP socket connecting to `port`; `rcvbuf` shrinks its
-/// receive buffer (and segment size) first, as a client that reads
-/// nothing would.
-fn tcp_socket(port: u16, rcvbuf: Option<i32>) -> Option<OwnedFd> {
-    // SAFETY: plain socket syscalls; the descriptor is owned at once.
-    unsafe {
-        let fd = libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        );
-        if fd < 0 {
-            return None;
-        }
-        let owned = OwnedFd::from_raw_fd(fd);
-        if let Some(size) = rcvbuf {
-            let set = |level, opt, v: i32| {
-                libc::setsockopt(
-                    fd,
-                    level,
-                    opt,
-                    (&v as *const i32).cast(),
-                    std::mem::size_of::<i32>() as libc::socklen_t,
-                )
-            };
-            set(libc::SOL_SOCKET, libc::SO_RCVBUF, size);
-            set(libc::IPPROTO_TCP, libc::TCP_MAXSEG, 536);
-        }
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: port.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        libc::connect(
-            fd,
-            (&addr as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        );
-        Some(owned)
-    }
-}
-
-/// Sends what fits of `buf[*done..]` without blocking.
-fn send_some(fd: &OwnedFd, buf: &[u8], done: &mut usize) {
-    // SAFETY: `buf[*done..]` is valid for its length.
-    let n = unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            buf[*done..].as_ptr().cast(),
-            buf.len() - *done,
-            libc::MSG_NOSIGNAL,
-        )
-    };
-    if n > 0 {
-        *done += n as usize;
-    }
-}
-
 /// A new TCP client: connect, one query, the reply's length; how long
 /// it took, or `None` past `limit`.
 fn tcp_probe(port: u16, limit: Duration) -> Option<Duration> {
@@ -288,7 +202,9 @@ fn stalled_readers_and_idle_connections_do_not_lock_tcp_out() {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(3) {
         for (fd, done) in &mut stalled {
-            send_some(fd, &blob, done);
+            if let Sent::Bytes(n) = send_some(fd, &blob[*done..]) {
+                *done += n;
+            }
         }
         std::thread::sleep(Duration::from_millis(10));
     }

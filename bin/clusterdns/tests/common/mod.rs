@@ -45,6 +45,18 @@ pub fn config_error(corefile: &str) -> String {
     )
 }
 
+/// A raw query for `name`/`A` with this ID (RD set, no EDNS).
+pub fn query(name: &str, id: u16) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(&[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for l in name.trim_end_matches('.').split('.') {
+        q.push(l.len() as u8);
+        q.extend_from_slice(l.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q
+}
+
 /// A running clusterdns.
 pub struct Server {
     pub child: Child,
