@@ -4,7 +4,7 @@
 //!
 //! Each scenario measures UDP service to another client first unloaded
 //! and then under its load, the same way ([`torture::probe`]: `web.test`
-//! at a fixed rate, answers counted if in time), and must keep at least
+//! at 500 a second, answers counted if within 2 s), and must keep at least
 //! 95 % of the unloaded count; its peak RSS must stay under the bound it
 //! states. The TCP scenarios also open a new TCP client every 200 ms and
 //! want it answered within a second. Short form by default (CI); the
@@ -347,16 +347,19 @@ fn slow_loris_writers() {
     );
 }
 
-/// Clients that never read their replies: 1,100 connections (long form
-/// 5,000) with a 1 KiB receive buffer pipelining queries for a 200-record
-/// answer; reopened when closed.
+/// Clients that never read their replies: 600 connections (long form
+/// 5,000, past the 1,024 slots) with a 1 KiB receive buffer pipelining
+/// queries for a 200-record answer; reopened when closed. (The short form
+/// keeps below the slots: a debug build answering a thousand connections
+/// one 200-record answer each per round is CPU-bound on a shared CI
+/// machine, and hostile.rs covers the eviction of stuck writers.)
 #[test]
 fn tcp_clients_that_never_read() {
     let blob: Vec<u8> = (0..200u16).flat_map(|i| framed("big.test", i)).collect();
     let step = blob.len();
     let attack = Attack {
         name: "never_read",
-        n: pick(1_100, 5_000),
+        n: pick(600, 5_000),
         rcvbuf: Some(1024),
         // The first replies of every connection are built and written
         // until its send buffer fills (tens of 200-record answers each):
