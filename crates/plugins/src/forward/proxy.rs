@@ -23,8 +23,9 @@ use super::shared::{PER_SOCKET, SharedUdp};
 use super::udp::UpstreamUdp;
 use super::{ids, matching};
 
-/// UDP sockets open at most per upstream; past that, queries share them
-/// (at most [`PER_SOCKET`] each).
+/// UDP sockets open at least per upstream before queries share them (at
+/// most [`PER_SOCKET`] each); more when the forward's in-flight limit
+/// needs them ([`ProxyOpts::max_sockets`]).
 pub(crate) const MAX_SOCKETS: usize = 256;
 
 /// Shortest interval of the expiry timer.
@@ -76,6 +77,10 @@ pub(crate) struct ProxyOpts {
     pub hc_tcp: bool,
     /// Source address of the sockets.
     pub source: Option<IpAddr>,
+    /// UDP sockets open at most: enough for the forward's limit of
+    /// queries in flight, so that past it a query is refused
+    /// (`max_concurrent`) rather than failed for want of a socket.
+    pub max_sockets: usize,
 }
 
 /// Why an exchange failed.
@@ -158,7 +163,7 @@ pub(crate) struct Proxy {
     tcp_pipe: Mutex<Option<Arc<Pipe>>>,
     tls_pipe: Mutex<Option<Arc<Pipe>>>,
     tls: Option<TlsTarget>,
-    opts: ProxyOpts,
+    pub(crate) opts: ProxyOpts,
     hc_failures: Arc<Counter>,
     /// Pool hits and misses for udp, tcp, tcp-tls.
     hits: [Arc<Counter>; 3],
@@ -307,7 +312,7 @@ impl Proxy {
     /// A socket for one query and the query's ID on it: the least recently
     /// used idle socket (one query per socket while there are few in
     /// flight, the source port changing from query to query), else a new
-    /// one while the upstream has fewer than [`MAX_SOCKETS`], else a busy
+    /// one while the upstream has fewer than [`ProxyOpts::max_sockets`], else a busy
     /// one with room, in turn.
     async fn udp_socket(&self, now: Instant) -> Result<UdpTicket<'_>, ConnectError> {
         {
@@ -327,7 +332,7 @@ impl Proxy {
                     });
                 }
             }
-            if pool.all.len() >= MAX_SOCKETS {
+            if pool.all.len() >= self.opts.max_sockets {
                 let n = pool.all.len();
                 for k in 0..n {
                     let i = (pool.next + k) % n;

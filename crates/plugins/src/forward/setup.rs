@@ -17,7 +17,8 @@ use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::metrics::Metrics;
 use super::no_aaaa::NoAaaa;
-use super::proxy::{Proxy, ProxyOpts, TlsTarget};
+use super::proxy::{MAX_SOCKETS, Proxy, ProxyOpts, TlsTarget};
+use super::shared::PER_SOCKET;
 use super::{Forward, Opts, Policy};
 
 /// CoreDNS's limit on upstreams per `forward`.
@@ -187,6 +188,7 @@ fn parse(
         hc_domain: Name::root(),
         hc_tcp: false,
         source: None,
+        max_sockets: MAX_SOCKETS,
     };
     let mut except = Vec::new();
     let mut tls_args: Vec<std::path::PathBuf> = Vec::new();
@@ -339,6 +341,12 @@ fn parse(
         return Err(d.err("max_age must be greater than or equal to expire"));
     }
     popts.hc_tcp = opts.force_tcp;
+    let limit = if opts.max_concurrent > 0 {
+        opts.max_concurrent
+    } else {
+        super::MAX_INFLIGHT
+    };
+    popts.max_sockets = MAX_SOCKETS.max(limit.div_ceil(PER_SOCKET));
     let connector = if addrs.iter().any(|t| t.tls.is_some()) {
         Some(super::tls::connector(&tls_args).map_err(|e| d.err(e))?)
     } else {
@@ -468,6 +476,19 @@ mod tests {
         assert_eq!(f.opts.next, vec![Rcode::NXDOMAIN, Rcode::SERVFAIL]);
         assert_eq!(f.opts.max_connect_attempts, 4);
         assert_eq!(f.except[1].to_string(), "b.example.");
+        // Enough UDP sockets for the in-flight limit: past it REFUSED, never
+        // SERVFAIL for want of a socket.
+        assert_eq!(f.proxies[0].opts.max_sockets, MAX_SOCKETS);
+        let f = p("max_concurrent 100000").expect("ok");
+        assert_eq!(
+            f.proxies[0].opts.max_sockets,
+            100_000usize.div_ceil(PER_SOCKET)
+        );
+        let f = p("").expect("ok");
+        assert_eq!(
+            f.proxies[1].opts.max_sockets,
+            super::super::MAX_INFLIGHT.div_ceil(PER_SOCKET)
+        );
         for (body, msg) in [
             ("policy fastest", "unknown policy 'fastest'"),
             ("failover NOERROR", "NoError cannot be used in failover"),
