@@ -16,7 +16,7 @@ Input file: one lookup per line, `KIND NAME ADDR[,ADDR...]` (the addresses a
 right answer may hold). Output: one JSON object on stdout.
 
     walk.py --port P --src 127.0.0.50 --file F --rate R --duration S [--inflight N]
-            [--kinds external,...]"""
+            [--kinds external,...] [--start N]"""
 
 import argparse
 import json
@@ -61,6 +61,9 @@ def main() -> int:
     ap.add_argument("--duration", type=float, required=True)
     ap.add_argument("--inflight", type=int, default=32)
     ap.add_argument("--kinds", default="", help="only lookups of these KINDs (comma list)")
+    ap.add_argument("--start", type=int, default=0,
+                    help="begin at this lookup of the file (a run after a warm-up asks names "
+                         "the warm-up did not)")
     ap.add_argument("--search", default="bench-0.svc.cluster.local,svc.cluster.local,cluster.local")
     a = ap.parse_args()
     search = [s for s in a.search.split(",") if s]
@@ -118,7 +121,7 @@ def main() -> int:
                 break  # every slot busy: this lookup starts late
             if now - (t0 + n / a.rate) > 0.01:
                 stats["late_starts"] += 1
-            kind, name, want = lookups[n % len(lookups)]
+            kind, name, want = lookups[(a.start + n) % len(lookups)]
             n += 1
             s = free.pop()
             s.busy, s.kind, s.want, s.step, s.started = True, kind, want, 0, now

@@ -113,6 +113,47 @@ impl<'a> Query<'a> {
         }
     }
 
+    /// This query with its question name replaced by `name`: the packet
+    /// (header, type, class and what follows the question kept) is built
+    /// into `buf`. When the query holds no records but an OPT (the usual
+    /// query), the query over the new packet is derived from this one, not
+    /// parsed again (a server-side search walk asks one such query per
+    /// search domain); other records' names might point into the question,
+    /// so such a packet is parsed.
+    pub fn renamed<'b>(&self, name: &Name, buf: &'b mut Vec<u8>) -> Result<Query<'b>, QueryError> {
+        let old_name_end = self.question_end - 4;
+        buf.clear();
+        buf.extend_from_slice(&self.raw[..HEADER_LEN]);
+        buf.extend_from_slice(name.as_wire());
+        buf.extend_from_slice(&self.raw[old_name_end..]);
+        let h = self.header;
+        let lone_opt = h.arcount == u16::from(self.edns.is_some());
+        if h.ancount != 0 || h.nscount != 0 || !lone_opt {
+            return Query::parse(buf);
+        }
+        let question_end = HEADER_LEN + name.len() + 4;
+        let edns = self.edns.clone().map(|mut e| {
+            let at = |o: usize| o - self.question_end + question_end;
+            e.options = at(e.options.start)..at(e.options.end);
+            e
+        });
+        let mut q = Query {
+            raw: buf.as_slice(),
+            header: h,
+            qname: *name,
+            qname_lower: Name::root(),
+            qtype: self.qtype,
+            qclass: self.qclass,
+            question_end,
+            edns,
+        };
+        let Query {
+            qname, qname_lower, ..
+        } = &mut q;
+        qname_lower.set_lowercase_of(qname);
+        Ok(q)
+    }
+
     /// The whole packet.
     pub fn raw(&self) -> &'a [u8] {
         self.raw

@@ -9,7 +9,7 @@ use clusterdns_plugin::{
     BoxFuture, Chain, ChainTail, Flow, Outcome, Plugin, PluginDef, PluginError, Request,
     ResponseWriter, SetupCtx,
 };
-use clusterdns_wire::{Class, Message, MessageBuilder, Name, Query, RData, Rcode, Record, Section};
+use clusterdns_wire::{Class, Message, MessageBuilder, Name, RData, Rcode, Record, Section};
 
 /// Registration of *autopath*.
 pub const DEF: PluginDef = PluginDef {
@@ -174,17 +174,6 @@ enum Step {
     Done(Flow),
 }
 
-/// The walk's query for `name`: the client's query with its question's
-/// name replaced (header, type, class, OPT kept), into `buf`.
-fn walk_packet(req: &Request<'_>, name: &Name, buf: &mut Vec<u8>) {
-    let raw = req.query.raw();
-    let q = req.query.question_range();
-    buf.clear();
-    buf.extend_from_slice(raw.get(..q.start).unwrap_or(&[]));
-    buf.extend_from_slice(name.as_wire());
-    buf.extend_from_slice(raw.get(q.end.saturating_sub(4)..).unwrap_or(&[]));
-}
-
 impl AutoPath {
     /// The client's search path into `out` (empty: no walk).
     fn search_path(&self, req: &Request<'_>, out: &mut Vec<Name>) {
@@ -240,11 +229,13 @@ impl AutoPath {
         if let Some(e) = outcome.error {
             return Step::Done(Flow::Fail(e));
         }
-        if i == 0 {
-            first.clear();
-            first.extend_from_slice(w.bytes());
-        }
         if w.rcode() == Rcode::NXDOMAIN {
+            // Kept for the end of a walk that finds nothing; a walk that
+            // stops at its first name never needs the copy.
+            if i == 0 {
+                first.clear();
+                first.extend_from_slice(w.bytes());
+            }
             return Step::Next;
         }
         cnamer(w, req.qname());
@@ -278,8 +269,9 @@ impl AutoPath {
         for (i, s) in search.iter().enumerate() {
             // A name past 255 bytes cannot exist: as NXDOMAIN.
             let Ok(name) = base.concat(s) else { continue };
-            walk_packet(req, &name, &mut packet);
-            let Ok(q) = Query::parse(&packet) else {
+            // The client's query with the question's name replaced
+            // (header, type, class, OPT kept), not parsed again.
+            let Ok(q) = req.query.renamed(&name, &mut packet) else {
                 continue;
             };
             let inner = req.for_query(&q, req.edits.fork());
@@ -377,8 +369,7 @@ impl Plugin for AutoPath {
             let mut packet = Vec::new();
             for (i, s) in search.iter().enumerate().skip(at) {
                 let Ok(name) = base.concat(s) else { continue };
-                walk_packet(req, &name, &mut packet);
-                let Ok(q) = Query::parse(&packet) else {
+                let Ok(q) = req.query.renamed(&name, &mut packet) else {
                     continue;
                 };
                 let inner = req.for_query(&q, req.edits.fork());

@@ -183,3 +183,46 @@ fn query_error_display() {
     );
     assert_eq!(QueryError::Malformed.to_string(), "malformed query");
 }
+
+/// What `Query::renamed` derives is what parsing its packet gives, for
+/// longer and shorter names, with and without OPT options.
+#[test]
+fn a_renamed_query_is_its_packet_parsed() {
+    let cookie = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+    let packets = [
+        with_opt(b"\x00", &cookie, 1, 1),
+        query_packet("WwW.Example.ORG", Rtype::AAAA, None),
+        query_packet("a.b.c.d.e.f.example.org", Rtype::A, Some((1232, true))),
+    ];
+    for p in &packets {
+        let q = Query::parse(p).unwrap();
+        for n in ["x", "Longer.Name.Than.Before.Svc.Cluster.Local", "."] {
+            let mut buf = Vec::new();
+            let r = q.renamed(&name(n), &mut buf).unwrap();
+            let raw = r.raw().to_vec();
+            let want = Query::parse(&raw).unwrap();
+            assert_eq!(r.qname(), &name(n));
+            assert_eq!(r.qname(), want.qname());
+            assert_eq!(r.qname_lower(), want.qname_lower());
+            assert_eq!(r.qtype(), q.qtype());
+            assert_eq!(r.question_range(), want.question_range());
+            assert_eq!(r.edns(), want.edns());
+            assert_eq!(
+                r.edns_options().collect::<Vec<_>>(),
+                q.edns_options().collect::<Vec<_>>()
+            );
+            assert_eq!(r.header(), want.header());
+        }
+    }
+    // Records besides a lone OPT may point into the question: the packet
+    // is parsed (this answer's owner is then the new name).
+    let mut with_answer = query_packet("a.example", Rtype::A, None);
+    with_answer[7] = 1; // ancount 1, the record follows
+    with_answer
+        .extend_from_slice(b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04\x0a\x00\x00\x01");
+    let q = Query::parse(&with_answer).unwrap();
+    let mut buf = Vec::new();
+    let r = q.renamed(&name("longer.example"), &mut buf).unwrap();
+    assert_eq!(r.qname(), &name("longer.example"));
+    assert_eq!(r.raw().len(), with_answer.len() + 5);
+}
