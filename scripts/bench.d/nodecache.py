@@ -190,7 +190,12 @@ def start(ctx, lab: Lab, server: str, rendered: str | None):
     logp = os.path.join(lab.dir, f"{server}.log")
     pin = ["ip", "netns", "exec", lab.node, "taskset", "-c", B.SERVER_CPU]
     if server == "clusterdns":
-        base = B.write(os.path.join(lab.dir, "Corefile.base"), TEMPLATE)
+        # The template in a directory of its own, as the DaemonSet's ConfigMap
+        # mount (/etc/coredns) is: the agent polls that directory, and the
+        # query files beside the Corefile would otherwise be read with it.
+        conf_dir = os.path.join(lab.dir, "config")
+        os.makedirs(conf_dir, exist_ok=True)
+        base = B.write(os.path.join(conf_dir, "Corefile.base"), TEMPLATE)
         cm = os.path.join(lab.dir, "kube-dns")
         os.makedirs(cm, exist_ok=True)
         B.write(os.path.join(cm, "upstreamNameservers"), f'["{CDNS}"]')
@@ -220,12 +225,15 @@ def measure(ctx, lab: Lab, server: str, files: dict, rendered: str | None,
         if why:
             raise RuntimeError(f"{server} not serving: {why}: {B.last_log_line(ctx, os.path.join('node-cache', server))}")
         out = {}
+        idle = B.rss_mib(p.pid)
         # Hits: warm every name, then measure.
         dnsperf_pod(lab, files["hit"], 30, qps=20000, passes=1)
         out["hit"] = phase(ctx, lab, p, files["hit"], files["hit"], 20000)
         # Misses: every name unique (this run's own files).
         out["miss"] = phase(ctx, lab, p, files[f"miss-fixed-{run}-{server}"],
                             files[f"miss-max-{run}-{server}"], 3000)
+        for kind in out:
+            out[kind]["idle_rss_mib"] = idle
         if p.poll() is not None:
             raise RuntimeError(f"{server} died during the run")
     finally:
@@ -241,6 +249,7 @@ def phase(ctx, lab: Lab, p, fixed_file: str, max_file: str, offered: int) -> dic
     u1, k1 = B.cpu_split(p.pid)
     mx = dnsperf_pod(lab, max_file, ctx.max_dur)
     rss = B.rss_mib(p.pid)
+    entries = cache_entries(lab)
     done = fixed.get("completed") or 0
     t = (u1 + k1) - (u0 + k0)
     return {"qps": mx.get("qps"), "offered_qps": offered,
@@ -249,7 +258,33 @@ def phase(ctx, lab: Lab, p, fixed_file: str, max_file: str, offered: int) -> dic
             "p50_us": fixed.get("p50_us"), "p99_us": fixed.get("p99_us"), "rss_mib": rss,
             "fixed_qps": fixed.get("qps"), "fixed_lost_pct": fixed.get("lost_pct"),
             "max_lost_pct": mx.get("lost_pct"), "fixed_rcodes": fixed.get("rcodes"),
-            "fixed_cmd": fixed["cmd"], "max_cmd": mx["cmd"]}
+            "fixed_cmd": fixed["cmd"], "max_cmd": mx["cmd"], "cache_entries": entries}
+
+
+def cache_entries(lab: Lab) -> int | None:
+    """The entries in every cache of the server under test, from the
+    template's `prometheus :9253` (coredns_cache_entries, success and
+    denial of every block); None for a server without it (Unbound)."""
+    text = sh(f"ip netns exec {lab.node} curl -s --max-time 2 http://127.0.0.1:9253/metrics",
+              check=False)
+    total = None
+    for line in text.splitlines():
+        if line.startswith("coredns_cache_entries{"):
+            try:
+                total = (total or 0) + int(float(line.rsplit(None, 1)[1]))
+            except (ValueError, IndexError):
+                pass
+    return total
+
+
+def note(agg: dict, reason: str | None) -> str:
+    """The row's note: RSS right after start-up and the cache's entries."""
+    bits = [f"RSS at start {B.fmt(agg.get('idle_rss_mib'), 1)} MiB"]
+    if agg.get("cache_entries") is not None:
+        bits.append(f"{agg['cache_entries']:,.0f} cache entries")
+    if reason:
+        bits.append(reason)
+    return "; ".join(bits)
 
 
 def run(ctx, bench) -> list[dict]:
@@ -318,7 +353,9 @@ def run(ctx, bench) -> list[dict]:
                               f"{B.fmt(g['cpu_us_per_query'], 2)} us/q at {B.fmt(g['fixed_qps'], 0)} q/s, "
                               f"p50 {B.fmt(g['p50_us'], 0)} us, p99 {B.fmt(g['p99_us'], 0)} us, "
                               f"RSS {B.fmt(g['rss_mib'], 1)} MiB, lost {B.fmt(g['fixed_lost_pct'], 2)}%"
-                              f"/{B.fmt(g['max_lost_pct'], 2)}%, rcodes {g['fixed_rcodes']}")
+                              f"/{B.fmt(g['max_lost_pct'], 2)}%, rcodes {g['fixed_rcodes']}, "
+                              f"RSS at start {B.fmt(g['idle_rss_mib'], 1)} MiB, "
+                              f"cache entries {g['cache_entries']}")
                 except (RuntimeError, OSError) as e:
                     errors[s] = str(e)
                     B.log(f"  node-cache/{s}: failed: {e}")
@@ -331,9 +368,10 @@ def run(ctx, bench) -> list[dict]:
                     continue
                 agg = {k: B.median([x[k] for x in rs]) for k in
                        ("qps", "cpu_us_per_query", "sys_us_per_query", "p50_us", "p99_us",
-                        "rss_mib", "fixed_qps", "fixed_lost_pct", "max_lost_pct")}
+                        "rss_mib", "fixed_qps", "fixed_lost_pct", "max_lost_pct",
+                        "idle_rss_mib", "cache_entries")}
                 rows.append(B.row(name, s, offered_qps=rs[0]["offered_qps"], runs=len(rs),
-                                  per_run=rs, reason=errors.get(s), **agg))
+                                  per_run=rs, reason=note(agg, errors.get(s)), **agg))
     except RuntimeError as e:
         B.log(f"  node-cache: lab failed: {e}")
         rows += [B.row(n, s, status="failed", reason=str(e)) for n in names for s in servers]

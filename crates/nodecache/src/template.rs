@@ -287,25 +287,57 @@ impl KubeDnsConfig {
     }
 }
 
-/// The contents of a polled config directory, to tell when it changed
+/// What a polled config directory holds, to tell when it changed
 /// (upstream hashes the same: every non-dot entry's name and bytes).
-pub fn dir_snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
+pub type DirSnapshot = [u8; 32];
+
+/// The SHA-256 over a polled config directory's non-dot entries, by
+/// name: each name with the digest of its bytes. A digest rather than the
+/// bytes themselves: the agent keeps the last one for as long as it runs,
+/// and the directory may hold more than the Corefile (a hostPath, a
+/// mount beside other files), so its memory must not grow with what sits
+/// there. Files are streamed through a small buffer, never read whole.
+pub fn dir_snapshot(dir: &Path) -> DirSnapshot {
+    use sha2::{Digest, Sha256};
+    let mut names: Vec<(String, PathBuf)> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+            .filter(|(name, _)| !name.starts_with('.'))
+            .collect(),
+        Err(_) => Vec::new(),
     };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
+    names.sort();
+    let mut all = Sha256::new();
+    let mut buf = [0u8; 8192];
+    for (name, path) in names {
+        // Follows the projection's symlinks; an entry that cannot be read
+        // (a directory) counts as absent.
+        let Some(digest) = file_digest(&path, &mut buf) else {
             continue;
-        }
-        // Follows the projection's symlinks; directories read as nothing.
-        if let Ok(bytes) = std::fs::read(e.path()) {
-            out.push((name, bytes));
+        };
+        all.update((name.len() as u64).to_be_bytes());
+        all.update(name.as_bytes());
+        all.update(digest);
+    }
+    all.finalize().into()
+}
+
+/// The SHA-256 of the file at `path`, read through `buf`; `None` when it
+/// cannot be opened or read to its end.
+fn file_digest(path: &Path, buf: &mut [u8]) -> Option<[u8; 32]> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut h = Sha256::new();
+    loop {
+        match f.read(buf) {
+            Ok(0) => return Some(h.finalize().into()),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
         }
     }
-    out.sort();
-    out
 }
 
 #[cfg(test)]
@@ -477,11 +509,41 @@ in-addr.arpa:53 {
         );
         std::fs::create_dir(dir.path().join("..data")).expect("mkdir");
         std::fs::write(dir.path().join("upstreamNameservers"), r#"["1.1.1.1"]"#).expect("write");
+        let empty = dir_snapshot(tempfile::tempdir().expect("tmp").path());
         let before = dir_snapshot(dir.path());
-        assert_eq!(before.len(), 1);
+        assert_ne!(before, empty, "the file counts, the directory does not");
+        assert_eq!(dir_snapshot(dir.path()), before, "nothing changed");
         let cm = KubeDnsConfig::read_dir(dir.path()).expect("read");
         assert_eq!(cm.upstream_nameservers, vec!["1.1.1.1".to_string()]);
+        std::fs::write(dir.path().join(".hidden"), "x").expect("write");
+        assert_eq!(
+            dir_snapshot(dir.path()),
+            before,
+            "dot entries are not looked at"
+        );
         std::fs::write(dir.path().join("stubDomains"), r#"{"a.b": ["2.2.2.2"]}"#).expect("write");
         assert_ne!(dir_snapshot(dir.path()), before);
+    }
+
+    /// A change anywhere in a large file, in a file's name, or moving the
+    /// same bytes to another name is seen, although only a digest is kept.
+    #[test]
+    fn snapshot_sees_every_byte_and_name() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut big = vec![b'a'; 100_000];
+        std::fs::write(dir.path().join("big"), &big).expect("write");
+        let before = dir_snapshot(dir.path());
+        big[99_999] = b'b';
+        std::fs::write(dir.path().join("big"), &big).expect("write");
+        let last_byte = dir_snapshot(dir.path());
+        assert_ne!(last_byte, before);
+        std::fs::rename(dir.path().join("big"), dir.path().join("bigger")).expect("mv");
+        assert_ne!(dir_snapshot(dir.path()), last_byte);
+        // Two files whose names and contents run together the same way.
+        let a = tempfile::tempdir().expect("tmp");
+        std::fs::write(a.path().join("ab"), "c").expect("write");
+        let b = tempfile::tempdir().expect("tmp");
+        std::fs::write(b.path().join("a"), "bc").expect("write");
+        assert_ne!(dir_snapshot(a.path()), dir_snapshot(b.path()));
     }
 }

@@ -14,13 +14,17 @@ pub(crate) const SHARDS: usize = 256;
 /// One cached reply, in wire form, ready to be copied into a writer.
 #[derive(Debug)]
 pub(crate) struct Entry {
-    /// Lowercase question name (to rule out hash collisions).
-    pub qname: Name,
+    /// Length of the question section at [`QUESTION`] in `msg`, whose name
+    /// is kept lowercase there to rule out hash collisions: the name is
+    /// not stored a second time (a `Name` is a fixed-size buffer, larger
+    /// than most whole replies, and a full cache holds thousands).
+    pub qlen: u16,
     /// Question type.
     pub qtype: Rtype,
     /// Question class.
     pub qclass: Class,
-    /// The reply without OPT, every TTL set to `orig_ttl`.
+    /// The reply without OPT, every TTL set to `orig_ttl`, its question
+    /// name lowercase (a hit writes the client's question over it).
     pub msg: Box<[u8]>,
     /// Offsets of the TTL fields in `msg`.
     pub ttl_offs: Box<[u32]>,
@@ -76,9 +80,18 @@ impl Entry {
             bytes.get_mut(o..o + 4)?.copy_from_slice(&ttl.to_be_bytes());
         }
         let saved = clusterdns_wire::uncompressed_len(&bytes)?.saturating_sub(bytes.len());
+        // The question's name follows the header uncompressed (a pointer
+        // could only point into the header, which the parser refuses);
+        // lowercased in place, it is the entry's own copy of the name.
+        let lower = qname.to_lowercase();
+        let name = bytes.get_mut(QUESTION..QUESTION + lower.len())?;
+        name.make_ascii_lowercase();
+        if *name != *lower.as_wire() {
+            return None;
+        }
         Some(Entry {
             saved,
-            qname: qname.to_lowercase(),
+            qlen: u16::try_from(lower.len() + 4).ok()?,
             qtype,
             qclass,
             servfail: h.rcode_low() == 2,
@@ -101,14 +114,15 @@ impl Entry {
 
     /// Length of the question section in `msg`.
     pub(crate) fn question_len(&self) -> usize {
-        self.qname.len() + 4
+        usize::from(self.qlen)
     }
 
     /// Whether the entry answers this question.
     pub(crate) fn matches(&self, qname_lower: &Name, qtype: Rtype, qclass: Class) -> bool {
         self.qtype == qtype
             && self.qclass == qclass
-            && self.qname.as_wire() == qname_lower.as_wire()
+            && self.question_len() == qname_lower.len() + 4
+            && self.msg.get(QUESTION..QUESTION + qname_lower.len()) == Some(qname_lower.as_wire())
     }
 }
 
@@ -258,6 +272,29 @@ mod tests {
         assert_ne!(k, key(&b, Rtype::A, Class::IN, true, false));
         assert_ne!(k, key(&b, Rtype::A, Class::IN, false, true));
         assert_ne!(k, key(&b, Rtype::AAAA, Class::IN, false, false));
+    }
+
+    /// The entry's only copy of the question name is the lowercase one
+    /// in its reply, and it still tells names of the same length apart.
+    #[test]
+    fn entry_keeps_one_lowercase_copy_of_the_name() {
+        let e = entry("MiXed.Example.");
+        let lower = |n: &str| Name::from_ascii(n).expect("name").to_lowercase();
+        let want = lower("mixed.example.");
+        assert_eq!(&e.msg[QUESTION..QUESTION + want.len()], want.as_wire());
+        assert!(e.matches(&want, Rtype::A, Class::IN));
+        assert!(!e.matches(&want, Rtype::AAAA, Class::IN));
+        assert!(!e.matches(&lower("mixee.example."), Rtype::A, Class::IN));
+        assert!(!e.matches(&lower("mixed.example.org."), Rtype::A, Class::IN));
+        assert!(!e.matches(&lower("example."), Rtype::A, Class::IN));
+        assert_eq!(e.question_len(), want.len() + 4);
+        // A full cache holds its capacity of these: no name-sized buffer
+        // inline.
+        assert!(
+            std::mem::size_of::<Entry>() <= 128,
+            "{} bytes",
+            std::mem::size_of::<Entry>()
+        );
     }
 
     #[test]
