@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use clusterdns_test_support::{
     Differential, Outcome, PrivateRig, Query, Rig, ServerSpec, Transport, exchange,
 };
+use common::torture::vmrss_kib;
 
 /// Both tests start a private rig (etcd + apiserver): one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -76,17 +77,6 @@ fn rdata(addr: SocketAddr, name: &str, qtype: &str) -> (String, Vec<String>) {
         }
         other => (other.summary(), Vec::new()),
     }
-}
-
-fn vmrss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 fn signal(pid: u32, sig: &str) {

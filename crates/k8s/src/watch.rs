@@ -8,8 +8,8 @@
 //!
 //! Each watcher lists with a streaming list (`sendInitialEvents`) when
 //! [`WatchConfig::streaming_lists`] is set, falling back to paginated LIST + WATCH for good
-//! if the API server rejects it; relists after `410 Gone` and reconnects with the default
-//! exponential backoff. While the API server is unreachable nothing is published, so the last
+//! if the API server rejects it; relists after `410 Gone` and reconnects with [`Reconnect`]'s
+//! backoff (0.8 s doubling to at most 4 s). While the API server is unreachable nothing is published, so the last
 //! good snapshot keeps being served.
 
 use std::sync::Arc;
@@ -134,7 +134,7 @@ where
 {
     let start = |api: &Api<K>, base: &watcher::Config, streaming: bool| {
         watcher(api.clone(), watcher_config(base, streaming))
-            .default_backoff()
+            .backoff(Reconnect::default())
             .boxed()
     };
     let inner = start(&api, &base, streaming);
@@ -174,6 +174,56 @@ where
         }
     })
     .boxed()
+}
+
+/// The delays between failed lists or watches: 0.8 s, doubling up to 4 s, each shortened by up
+/// to a quarter at random, back to 0.8 s once a request succeeds. kube-rs's default (client-go's
+/// reflector's, up to 30 s) leaves the index up to 30 s behind once an API server returns from an
+/// outage longer than a minute; the torture suite asks for changes to be served within 5 s of its
+/// return (issue 18). A failed attempt while it is down is a refused connection or a quick
+/// error, one per kind every 4 s: no load for an API server. The jitter spreads replicas that
+/// lost the API server at the same moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconnect {
+    next: std::time::Duration,
+}
+
+impl Reconnect {
+    /// The first delay.
+    pub const MIN: std::time::Duration = std::time::Duration::from_millis(800);
+    /// The longest delay.
+    pub const MAX: std::time::Duration = std::time::Duration::from_secs(4);
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Reconnect {
+            next: Reconnect::MIN,
+        }
+    }
+}
+
+impl Iterator for Reconnect {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<std::time::Duration> {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        let delay = self.next;
+        self.next = (delay * 2).min(Reconnect::MAX);
+        // A fresh `RandomState` is randomly keyed: random enough to spread reconnects, without
+        // a random number crate for one number per failed request.
+        let unit = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish() as f64
+            / u64::MAX as f64;
+        Some(delay.mul_f64(1.0 - 0.25 * unit))
+    }
+}
+
+impl kube::runtime::utils::Backoff for Reconnect {
+    fn reset(&mut self) {
+        *self = Reconnect::default();
+    }
 }
 
 /// Drops what is never read, before the object waits anywhere.
@@ -340,5 +390,30 @@ async fn run(mut index: Index, streams: Vec<BoxStream<'static, Update>>, max_bat
             }
         }
         index.publish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kube::runtime::utils::Backoff as _;
+
+    use super::Reconnect;
+
+    #[test]
+    fn reconnect_delays_double_to_four_seconds_with_jitter_and_reset() {
+        let mut b = Reconnect::default();
+        let first: Vec<Duration> = b.by_ref().take(12).collect();
+        let nominal = [800, 1600, 3200, 4000, 4000, 4000];
+        for (d, ms) in first.iter().zip(nominal) {
+            let ms = Duration::from_millis(ms);
+            assert!(*d <= ms && *d >= ms.mul_f64(0.75), "{d:?} for {ms:?}");
+        }
+        assert!(first.iter().all(|d| *d <= Reconnect::MAX));
+        // Jittered: twelve delays, not all alike at the cap.
+        assert!(first[3..].windows(2).any(|w| w[0] != w[1]), "{first:?}");
+        b.reset();
+        assert!(b.next().is_some_and(|d| d <= Reconnect::MIN));
     }
 }

@@ -3,6 +3,9 @@
 //! with the real `dig`/`kdig`, stop it on drop.
 #![allow(dead_code)]
 
+pub mod netns;
+pub mod torture;
+
 use std::io::Read;
 use std::net::UdpSocket;
 use std::path::PathBuf;

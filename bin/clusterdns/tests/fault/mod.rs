@@ -25,6 +25,9 @@ pub enum Mode {
     Nxdomain = 4,
     /// Answer after `delay_ms`.
     Slow = 5,
+    /// Over TCP: read the query, then reset the connection (RST, no
+    /// reply). Over UDP: no reply.
+    Reset = 6,
 }
 
 /// State shared with the serving threads.
@@ -158,6 +161,10 @@ fn serve_tcp(st: &Arc<State>, mut c: TcpStream) {
             return;
         }
         st.tcp.fetch_add(1, Ordering::SeqCst);
+        if st.mode.load(Ordering::SeqCst) == Mode::Reset as u8 {
+            reset(c);
+            return;
+        }
         let (st2, w) = (st.clone(), w.clone());
         std::thread::spawn(move || {
             if let Some(r) = reply(&st2, &q, true) {
@@ -175,6 +182,28 @@ fn serve_tcp(st: &Arc<State>, mut c: TcpStream) {
             return;
         }
     }
+}
+
+/// Closes `c` with an RST rather than a FIN (`SO_LINGER` with a zero
+/// timeout), as a crashing or overloaded upstream's kernel does.
+fn reset(c: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: a valid socket and a `linger` of the size passed.
+    unsafe {
+        libc::setsockopt(
+            c.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(c);
 }
 
 /// End of the question name starting at 12.
@@ -217,7 +246,7 @@ fn reply(st: &State, q: &[u8], tcp: bool) -> Option<Vec<u8>> {
         r.extend_from_slice(&[0, 4, 192, 0, 2, st.octet.load(Ordering::SeqCst)]);
     };
     match mode {
-        1 => return None,
+        1 | 6 => return None,
         2 => r[3] |= 2,
         3 if !tcp => r[2] |= 0x02,
         4 => {
