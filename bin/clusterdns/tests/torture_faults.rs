@@ -273,12 +273,19 @@ fn upstream_faults_fail_over_within_bounded_latency_and_serve_stale() {
     let corefile = format!(
         ".:{{PORT}} {{
     bind 127.0.0.1
+    forward . {a} {b} {{
+        policy sequential
+        failover SERVFAIL
+        health_check 200ms
+    }}
+}}
+stale.test:{{PORT}} {{
+    bind 127.0.0.1
     cache 30 {{
         serve_stale 1h
     }}
     forward . {a} {b} {{
         policy sequential
-        failover SERVFAIL
         health_check 200ms
     }}
 }}
@@ -298,7 +305,9 @@ tcp.test:{{PORT}} {{
     let port = s.port;
 
     // Healthy: everything from the first upstream. The stale-phase names
-    // are cached now with a TTL of 1 s (kept 5 s, the cache's minimum).
+    // are cached now with a TTL of 1 s (kept 5 s, the cache's minimum), in
+    // a zone of their own: the unique names of the other phases would
+    // otherwise evict them from the cache (capacity 9984) in the long form.
     let healthy = paced(port, count, rate, |i| format!("h{i}.up.test"));
     a.state.ttl.store(1, std::sync::atomic::Ordering::SeqCst);
     let stale_names = 200;

@@ -82,6 +82,14 @@ impl Lab {
             ns.sh(&format!("ip route add default via 10.250.{i}.1"));
         }
         node.sh("sysctl -qw net.ipv4.ip_forward=1");
+        // Counts replies the node forwards without a conntrack entry: the
+        // reply to a query in flight when its flow was cleared leaves
+        // un-NATed, from the instance's address rather than the Service's
+        // (a client on a connected socket, as glibc's, drops it).
+        node.sh(
+            "iptables-nft -A FORWARD -p udp --sport 53 -m conntrack --ctstate NEW \
+             -m comment --comment orphan-reply -j ACCEPT",
+        );
         let lab = Lab {
             client,
             node,
@@ -150,6 +158,15 @@ impl Lab {
         ));
     }
 
+    /// Replies forwarded without a conntrack entry so far (see `new`).
+    fn orphan_replies(&self) -> u64 {
+        let (_, out) = self.node.try_sh("iptables-nft -nvxL FORWARD");
+        out.lines()
+            .find(|l| l.contains("orphan-reply"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
     fn start(&mut self, i: usize) {
         let cf = self.dir.path().join(format!("Corefile.{i}"));
         std::fs::write(&cf, corefile(i)).expect("write Corefile");
@@ -189,7 +206,7 @@ impl Lab {
     fn dig_direct(&self, i: usize) -> String {
         self.node
             .try_sh(&format!(
-                "dig +short +tries=1 +time=1 @{} who.rolling.test",
+                "dig +short +tries=2 +time=2 @{} who.rolling.test",
                 addr(i)
             ))
             .1
@@ -304,6 +321,7 @@ fn rolling_restart_behind_a_dnat_loses_no_query() {
     }
     let took = started.elapsed();
     let perf = finish(perf);
+    let orphans = lab.orphan_replies();
     let max = |v: &[u128]| v.iter().max().copied().unwrap_or(0).to_string();
     report(
         "rolling-restart",
@@ -312,6 +330,7 @@ fn rolling_restart_behind_a_dnat_loses_no_query() {
             ("secs", format!("{:.0}", took.as_secs_f64())),
             ("sent", perf.sent.to_string()),
             ("lost", perf.lost.to_string()),
+            ("orphan_replies", orphans.to_string()),
             ("lameduck_answered", format!("{lameduck_answers}/{rounds}")),
             ("unready_max_ms", max(&unready_ms)),
             ("exit_max_ms", max(&exit_ms)),
