@@ -13,6 +13,15 @@ use std::time::{Duration, Instant};
 use common::torture::{self, dnsperf, finish, long, report};
 use common::{Server, free_port};
 
+/// The scenarios run one at a time: their latency bounds and RSS figures
+/// are about the server under test, not about a private rig starting next
+/// to it.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The storm's Corefile number `v`: good ones change the chain (cache,
 /// errors, an extra zone) and the answer of `ver.storm.test`; broken ones
 /// are refused at parse time (an unknown directive, a brace left open) or
@@ -66,6 +75,7 @@ fn version(port: u16) -> String {
 /// broken), each rewrite followed by SIGUSR1, under UDP and TCP load.
 #[test]
 fn reload_storm_loses_no_query_and_keeps_the_last_good_config() {
+    let _one = one_at_a_time();
     let (rewrites, gap) = if long() {
         (100, Duration::from_millis(500))
     } else {
@@ -266,6 +276,7 @@ fn paced(port: u16, count: u64, rate: u64, names: impl Fn(u64) -> String + Sync)
 /// only the cache's stale copies are left.
 #[test]
 fn upstream_faults_fail_over_within_bounded_latency_and_serve_stale() {
+    let _one = one_at_a_time();
     let (secs, rate) = if long() { (30, 400) } else { (3, 200) };
     let count = secs * rate;
     let a = fault::Fault::start(1);
@@ -425,6 +436,7 @@ fn short(port: u16, name: &str, qtype: &str) -> String {
 /// are served within 5 s of the write.
 #[test]
 fn apiserver_outage_under_load_loses_no_answer_and_catches_up_within_5s() {
+    let _one = one_at_a_time();
     let outage = if long() { 600 } else { 20 };
     let Some(private) = clusterdns_test_support::PrivateRig::start(&[("RIG_KCM", "0")]) else {
         return;
@@ -625,6 +637,7 @@ fn relist_converge(port: u16, model: &[Option<u32>], within: Duration) -> Durati
 /// until converged must stay within 1.5x the steady state before.
 #[test]
 fn gone_410_relist_at_scale_stays_within_1_5x_steady_rss() {
+    let _one = one_at_a_time();
     let (services, pods) = if long() {
         (10_000u32, 10u32)
     } else {
