@@ -111,9 +111,13 @@ impl Pipe {
                     let _ = q.tx.send(buf);
                 }
             }
+            // Dropping the senders wakes every query still waiting. Marked
+            // dead under the same lock: a query that registers afterwards
+            // sees it and fails over at once instead of waiting for a reply
+            // that no reader will deliver (its whole read timeout).
+            let mut w = rwaiting.lock();
             rdead.store(true, Ordering::Relaxed);
-            // Dropping the senders wakes every query still waiting.
-            rwaiting.lock().clear();
+            w.clear();
         });
         Arc::new(Pipe {
             tx,
@@ -156,7 +160,7 @@ impl Pipe {
         let (tx, rx) = oneshot::channel();
         let id = {
             let mut w = self.waiting.lock();
-            if w.len() >= 60_000 {
+            if w.len() >= 60_000 || self.dead.load(Ordering::Relaxed) {
                 return Err(PipeError::Closed);
             }
             let mut id = ids::id();
@@ -190,5 +194,39 @@ impl Pipe {
                 Err(PipeError::Timeout)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection whose reader has ended (the upstream closed or reset
+    /// it) while the writer still takes bytes: a query handed to it now
+    /// fails at once rather than after its deadline.
+    #[tokio::test]
+    async fn a_query_on_a_connection_whose_reader_ended_fails_at_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let pipe = Pipe::start(client, None);
+        // The upstream stops sending (FIN) but keeps reading.
+        server.shutdown().await.unwrap();
+        let t = Instant::now();
+        while pipe.usable(Duration::from_secs(10), Duration::ZERO) {
+            assert!(t.elapsed() < Duration::from_secs(5), "reader never ended");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let q = [0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1];
+        let t = Instant::now();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        let r = pipe.exchange(&q, deadline).await;
+        assert!(matches!(r, Err(PipeError::Closed)), "{r:?}");
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
     }
 }
