@@ -22,10 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::torture::report;
 use common::{Server, free_port};
 use torture::{
     Sent, Tally, TcpProbe, Watch, closed_by_peer, framed, metric_sum, paced, pick, probe,
-    raise_nofile, report, rss_kib, send_some, tcp_socket,
+    raise_nofile, rss_kib, send_some, tcp_socket,
 };
 
 /// The scenarios load the machine; one at a time, so that each measures
@@ -98,14 +99,9 @@ impl Measured {
     /// the least share of new TCP clients to answer within [`TCP_LIMIT`].
     fn judge(&self, name: &str, own: &[(&str, String)], rss_bound_mib: u64, tcp: Option<f64>) {
         let mut all: Vec<(&str, String)> = own.to_vec();
-        all.push(("form", torture::form().to_string()));
         all.extend(self.figures());
         all.push(("rss_bound_mib", rss_bound_mib.to_string()));
-        let dyns: Vec<(&str, &dyn std::fmt::Display)> = all
-            .iter()
-            .map(|(k, v)| (*k, v as &dyn std::fmt::Display))
-            .collect();
-        report(name, &dyns);
+        report(name, &all);
         assert!(
             self.base.rate() >= 0.99,
             "{name}: the unloaded probe itself lost answers: {:?}",

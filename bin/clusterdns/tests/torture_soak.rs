@@ -103,7 +103,7 @@ fn soak_mixed_load_with_changes_every_second() {
             let mut k = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let name = format!("churn-{}", (k / 2) % 4);
-                kubectl_service(&rig, &ns, &name, k % 2 == 0);
+                kubectl_service(&rig, &ns, &name, k.is_multiple_of(2));
                 changes.fetch_add(1, Ordering::Relaxed);
                 k += 1;
                 std::thread::sleep(Duration::from_secs(1));

@@ -1,12 +1,12 @@
-//! Shared pieces of the torture scenarios (issue 18, `tests/torture_*.rs`,
-//! run together by `scripts/torture`): the short/long switch, the one
-//! `TORTURE <name>: key=value…` line each scenario prints, a fixed-rate UDP
+//! Shared pieces of the resource-exhaustion scenarios (issue 18,
+//! `tests/torture_*.rs`, run together by `scripts/torture`), beside
+//! `common::torture` (the short/long switch and the one `TORTURE <name>:
+//! key=value…` line every scenario prints, re-exported here): a fixed-rate UDP
 //! sender that counts what was answered, peak-RSS sampling and raw
 //! non-blocking TCP sockets for hostile clients.
 #![allow(dead_code)]
 #![allow(unsafe_code)]
 
-use std::fmt::Display;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -14,28 +14,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// `CLUSTERDNS_TORTURE=long`: the long form of every scenario.
-pub fn long() -> bool {
-    std::env::var("CLUSTERDNS_TORTURE").is_ok_and(|v| v == "long")
-}
+use crate::common::torture::long;
 
 /// `short` in the short form (CI), `long` in the long one.
 pub fn pick<T>(short: T, long_form: T) -> T {
     if long() { long_form } else { short }
-}
-
-/// `short`/`long`, the form this run uses.
-pub fn form() -> &'static str {
-    if long() { "long" } else { "short" }
-}
-
-/// Prints the scenario's one line: `TORTURE <name>: k=v k=v…`.
-pub fn report(name: &str, figures: &[(&str, &dyn Display)]) {
-    let mut line = format!("TORTURE {name}:");
-    for (k, v) in figures {
-        line.push_str(&format!(" {k}={v}"));
-    }
-    println!("{line}");
 }
 
 /// Raises this process's open-file limit to its hard limit (servers
