@@ -24,6 +24,10 @@ use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 
+mod compact;
+
+pub(crate) use compact::{At, SEVERAL};
+
 use crate::convert::{self, Interner, Skip, SkipFn};
 use crate::hooks::{EventKind, IndexHooks, Kind, NoHooks, ProgrammingKind, SkipReason};
 use crate::model::{
@@ -150,7 +154,11 @@ impl IndexedObject for core::Pod {
     }
     fn put(index: &mut Index, slim: Pod) -> ObjKey {
         let key = ObjKey::new(&slim.namespace, &slim.name);
-        index.put_pod(slim);
+        if index.compact.is_some() {
+            index.put_pod_compact(slim);
+        } else {
+            index.put_pod(slim);
+        }
         key
     }
 }
@@ -291,6 +299,8 @@ pub struct Index {
     work: Snapshot,
     slices: HashMap<ObjKey, Arc<EndpointSlice>>,
     pods: PodTable,
+    /// Pods as address → namespace only (`set_pods_compact`); `pods` stays empty then.
+    compact: Option<compact::CompactPods>,
     relists: StdHashMap<(Kind, Scope), HashSet<ObjKey>>,
     pending_sync: HashSet<(Kind, Scope)>,
     interner: Interner,
@@ -308,6 +318,7 @@ impl std::fmt::Debug for Index {
             .field("services", &self.work.services.len())
             .field("slices", &self.slices.len())
             .field("pods", &self.pods.len())
+            .field("compact_pods", &self.compact.as_ref().map(|c| c.len()))
             .field("dirty", &self.dirty)
             .finish_non_exhaustive()
     }
@@ -333,6 +344,7 @@ impl Index {
             work,
             slices: HashMap::new(),
             pods: PodTable::default(),
+            compact: None,
             relists: StdHashMap::new(),
             pending_sync: HashSet::new(),
             interner: Interner::default(),
@@ -459,6 +471,7 @@ impl Index {
                     self.delete_slice(&k.namespace, &k.name);
                 }
             }
+            Kind::Pod if self.compact.is_some() => self.relist_end_compact(scope, &seen),
             Kind::Pod => {
                 let doomed: Vec<ObjKey> = self.pods.keys().filter(|k| gone(k)).collect();
                 for k in doomed {
@@ -534,6 +547,8 @@ impl Index {
             + w.nodes.table_bytes()
             + self.slices.allocation_size()
             + self.pods.allocation_size()
+            + w.compact.table_bytes()
+            + self.compact.as_ref().map_or(0, |c| c.allocation_size())
     }
 
     // ----- per-kind state changes -------------------------------------------------------
@@ -761,6 +776,10 @@ impl Index {
 
     /// Removes pod `namespace/name`, if present.
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
+        if self.compact.is_some() {
+            self.delete_pod_compact(namespace, name);
+            return;
+        }
         if let Some(old) = self.pods.remove(namespace, name) {
             self.unindex_pod(&old);
             self.changed();

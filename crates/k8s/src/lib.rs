@@ -17,6 +17,7 @@
 //!     │     endpoints  (ns,svc)  → [EndpointSlice]  merged per service
 //!     │     ips        IP        → [Service | endpoints of service]   (PTR)
 //!     │     pods       IP        → [Pod]                              (pods verified)
+//!     │     compact    IP        → namespace id     (set_pods_compact: no Pod kept)
 //!     │     namespaces name      → Namespace
 //!     │     nodes      name      → Node (zone label)                 (zone_aware)
 //!     ▼   publish(): once per batch of events drained from the watch streams

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
+use crate::index::{At, SEVERAL};
 use crate::model::{
     Endpoint, EndpointSlice, KeyBytes, KeyRef, NameBytes, NameKey, NameRef, Namespace, Node,
     ObjKey, Pod, Service,
@@ -114,6 +115,10 @@ pub struct Snapshot {
     pub(crate) namespaces: ShardMap<NameKey, Arc<Namespace>>,
     /// Empty unless Nodes are watched (`zone_aware`).
     pub(crate) nodes: ShardMap<NameKey, Arc<Node>>,
+    /// The compact Pod index (`Index::set_pods_compact`): address → namespace id.
+    pub(crate) compact: ShardMap<IpAddr, At>,
+    /// Namespace names by id, for `compact`; only grows.
+    pub(crate) compact_ns: Arc<Vec<Arc<str>>>,
 }
 
 impl Default for Snapshot {
@@ -130,6 +135,8 @@ impl Default for Snapshot {
             pods: ShardMap::default(),
             namespaces: ShardMap::default(),
             nodes: ShardMap::default(),
+            compact: ShardMap::default(),
+            compact_ns: Arc::default(),
         }
     }
 }
@@ -254,6 +261,46 @@ impl Snapshot {
     pub fn pod(&self, namespace: &str, ip: IpAddr) -> Option<&Pod> {
         self.pods_at(ip)
             .find(|p| p.namespace.eq_ignore_ascii_case(namespace))
+    }
+
+    /// The namespace of the Pod at `ip` from the compact Pod index
+    /// (`Index::set_pods_compact`), by its primary address; `None` if no Pod is there
+    /// or Pods of several namespaces are.
+    pub fn compact_pod_namespace(&self, ip: IpAddr) -> Option<&str> {
+        let at = self.compact.get(&ip)?;
+        if at.ns == SEVERAL {
+            return None;
+        }
+        self.compact_ns.get(at.ns as usize).map(|n| &**n)
+    }
+
+    /// The namespace of the ready EndpointSlice endpoints at `ip` whose `targetRef` is a
+    /// Pod: `None` if there are none, or they are in several namespaces.
+    pub fn endpoint_pod_namespace(&self, ip: IpAddr) -> Option<&str> {
+        let owners: &[IpOwner] = self.ips.get(&ip).map_or(&[], |o| &o[..]);
+        let mut found: Option<&str> = None;
+        for o in owners {
+            let IpOwner::Endpoints(k) = o else {
+                continue;
+            };
+            let Some(eps) = self.endpoints.get(k) else {
+                continue;
+            };
+            let to_pod = eps
+                .slices
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .any(|e| e.ip == ip && e.target_pod.is_some());
+            if !to_pod {
+                continue;
+            }
+            match found {
+                None => found = Some(&k.namespace),
+                Some(f) if f.eq_ignore_ascii_case(&k.namespace) => {}
+                Some(_) => return None,
+            }
+        }
+        found
     }
 
     /// The namespace `name`, ASCII case ignored.

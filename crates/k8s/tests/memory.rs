@@ -303,4 +303,25 @@ fn bytes_per_object_publish_cost_and_relist_peak() {
     let after = index.snapshots().load().counts();
     assert_eq!(after.services, counts.services);
     assert_eq!(after.pods, counts.pods);
+    drop(index);
+
+    // The same Pods in the compact index (`client_index compact`): address → namespace.
+    let start = live();
+    let mut compact = Index::new();
+    compact.set_pods_compact();
+    for i in 0..s.pods {
+        compact.apply(pod_obj(i, &s));
+    }
+    compact.publish();
+    let compact_bytes = live() - start;
+    println!(
+        "pods, compact index: {:>10} B  {:>6.0} B/pod (full index above: {:.0} B/pod)",
+        compact_bytes,
+        compact_bytes as f64 / s.pods as f64,
+        pod_bytes as f64 / s.pods as f64
+    );
+    assert!(
+        compact_bytes < pod_bytes / 2,
+        "compact {compact_bytes} B against {pod_bytes} B"
+    );
 }

@@ -13,19 +13,25 @@ impl AutoPather for Kubernetes {
         let Some((zone, _)) = self.zone_for(req.qname_lower()) else {
             return;
         };
-        if self.opts.pods != PodMode::Verified {
-            return;
-        }
         let ip = req.client.ip();
         let snap = self.snapshots.load();
-        // CoreDNS indexes pods by `status.podIP` only.
-        let Some(pod) = snap.pods_at(ip).find(|p| p.primary_ip() == ip) else {
+        let namespace = if self.opts.pods == PodMode::Verified {
+            // CoreDNS indexes pods by `status.podIP` only.
+            snap.pods_at(ip)
+                .find(|p| p.primary_ip() == ip)
+                .map(|p| p.namespace())
+        } else if self.client_compact {
+            super::compact::client_namespace(&snap, ip)
+        } else {
+            None
+        };
+        let Some(namespace) = namespace else {
             return;
         };
         let Ok(svc) = zone.prepend_label(b"svc") else {
             return;
         };
-        let Ok(ns) = svc.prepend_label(pod.namespace().as_bytes()) else {
+        let Ok(ns) = svc.prepend_label(namespace.as_bytes()) else {
             return;
         };
         out.extend([ns.to_lowercase(), svc, *zone]);

@@ -5,6 +5,7 @@
 // answer plan (`plan`), the record writers (`write`); the asynchronous
 // path's upstream lookup (`upstream`) last; zone transfers (`xfr`) apart.
 mod autopath;
+mod compact;
 mod explain;
 mod external;
 mod isolate;
@@ -69,6 +70,8 @@ pub struct Kubernetes {
     isolation: Option<isolate::Isolation>,
     /// `zone_aware`: `None` off (CoreDNS's answers).
     zone_aware: Option<zone::ZoneAware>,
+    /// `client_index compact`: autopath knows a client from the compact Pod index.
+    client_compact: bool,
 }
 
 impl std::fmt::Debug for Kubernetes {

@@ -58,6 +58,8 @@ struct Options {
     isolate_labels: Vec<LabelSelector>,
     /// `zone_aware`: `None` off, else its `CIDR ZONE` pairs.
     zone_aware: Option<Vec<(Nets, Box<str>)>>,
+    /// `client_index compact`.
+    client_compact: bool,
 }
 
 fn zone_list<'a>(
@@ -173,6 +175,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
         isolate_unknown: None,
         isolate_labels: Vec::new(),
         zone_aware: None,
+        client_compact: false,
     };
     let path = |s: &str| {
         let p = PathBuf::from(s);
@@ -296,6 +299,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 };
                 o.snapshot = Some(path(file));
             }
+            "client_index" => o.client_compact = super::compact::parse(p, &args)?,
             "isolate" => {
                 let allow = o.isolate.get_or_insert_with(Vec::new);
                 allow.extend(args.iter().map(|a| a.to_ascii_lowercase()));
@@ -402,6 +406,15 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
 
     let hooks = Arc::new(MetricsHooks::new(&ctx.shared.metrics));
     let mut index = Index::with_hooks(hooks);
+    // Only autopath reads the compact index; `pods verified`, `isolate` and `zone_aware`
+    // by Nodes need the Pods.
+    let client_compact = o.client_compact
+        && o.pods != PodMode::Verified
+        && o.isolate.is_none()
+        && !o.zone_aware.as_ref().is_some_and(Vec::is_empty);
+    if client_compact {
+        index.set_pods_compact();
+    }
     if let Some(file) = &o.snapshot {
         yaml::load_file(&mut index, file)
             .map_err(|e| d.err(format!("snapshot {}: {e}", file.display())))?;
@@ -433,6 +446,7 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
             unknown: o.isolate_unknown.unwrap_or(Unknown::Allow),
         }),
         zone_aware: o.zone_aware.clone().map(|map| ZoneAware { map }),
+        client_compact,
     };
     ctx.add_plugin(Arc::new(plugin));
     ctx.bind_tail(&tail);
@@ -453,7 +467,10 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
         endpoints: !o.noendpoints,
         // `isolate` knows a client by its Pod's address; `zone_aware`
         // without a CIDR map finds its zone through its Pod's Node.
-        pods: o.pods == PodMode::Verified || o.isolate.is_some() || zone_from_nodes,
+        pods: o.pods == PodMode::Verified
+            || o.isolate.is_some()
+            || zone_from_nodes
+            || client_compact,
         nodes: zone_from_nodes,
         ..WatchConfig::default()
     };

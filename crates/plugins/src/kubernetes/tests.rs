@@ -991,6 +991,7 @@ fn on_index(index: &clusterdns_k8s::Index) -> super::Kubernetes {
         host_search: Vec::new(),
         isolation: None,
         zone_aware: None,
+        client_compact: false,
     }
 }
 
