@@ -16,6 +16,10 @@ the interface and its crash-safe interception itself, from the node-cache
 template and a kube-dns ConfigMap); CoreDNS runs the Corefile that agent
 rendered, byte for byte, and Unbound an equivalent configuration, both behind
 upstream's iptables NOTRACK rules and an interface the run makes for them.
+The fixed-answer responder (the ceiling; hit row only: it has no misses) binds
+the link-local address in the node namespace behind the crash-safe table the
+agent installed, captured with `nft list table` while the agent served and
+loaded again for it, so its packets take the agent's path exactly.
 Needs root (network namespaces); every namespace is deleted at the end."""
 
 import os
@@ -23,12 +27,15 @@ import subprocess
 import time
 
 B = None  # the bench module (bench.py runs as __main__), set by run()
+CEILING_ADDR = ""  # the ceiling built to bind an address (scripts/bench), set by run()
 
 LOCAL = "169.254.20.10"
 CLUSTER = "10.96.0.10"
 UPSTREAM_SVC = "10.96.0.11"
 CDNS = "10.244.1.2"
 SERVICES = 1000
+# What the fixed-answer responder answers to every query.
+CEILING_ANSWER = "10.96.0.1"
 
 TEMPLATE = """cluster.local:53 {
     errors
@@ -118,6 +125,9 @@ class Lab:
         self.dir = os.path.join(ctx.work, "node-cache")
         os.makedirs(self.dir, exist_ok=True)
         self.made = False
+        # `nft list table` of the agent's crash-safe table, taken while it
+        # served (its teardown deletes it), for the ceiling to run behind.
+        self.crashsafe: str | None = None
 
     def up(self) -> None:
         p, n, c = self.pod, self.node, self.cdns
@@ -160,19 +170,31 @@ class Lab:
             time.sleep(0.1)
         return f"{name} @{LOCAL}: {got!r}, not {want}"
 
-    def interface(self, on: bool) -> None:
-        """The interface and upstream's NOTRACK rules, for the servers that
-        are not the agent (which makes its own)."""
+    def capture_crashsafe(self) -> None:
+        self.crashsafe = sh(f"ip netns exec {self.node} nft list table ip clusterdns_nodecache")
+
+    def interface(self, on: bool, crashsafe: bool = False) -> None:
+        """The interface and upstream's NOTRACK rules (or, with CRASHSAFE,
+        the agent's own table as captured), for the servers that are not
+        the agent (which makes its own)."""
         n = self.node
         if not on:
             sh(f"ip -n {n} link del nodelocaldns", check=False)
             sh(f"ip netns exec {n} iptables-nft -w 5 -t raw -F PREROUTING", check=False)
             sh(f"ip netns exec {n} iptables-nft -w 5 -t raw -F OUTPUT", check=False)
+            sh(f"ip netns exec {n} nft delete table ip clusterdns_nodecache", check=False)
             return
+        if crashsafe and not self.crashsafe:
+            raise RuntimeError("no crash-safe table captured from clusterdns node-cache")
         # No dummy driver on these kernels: an empty bridge, as the agent does.
         sh(f"ip -n {n} link add nodelocaldns type bridge")
         for ip in (LOCAL, CLUSTER):
             sh(f"ip -n {n} addr add {ip}/32 dev nodelocaldns")
+        if crashsafe:
+            table = B.write(os.path.join(self.dir, "crashsafe.nft"), self.crashsafe)
+            sh(f"ip netns exec {n} nft -f {table}")
+            return
+        for ip in (LOCAL, CLUSTER):
             for proto in ("udp", "tcp"):
                 for rule in (f"PREROUTING -p {proto} -d {ip} --dport 53",
                              f"OUTPUT -p {proto} -s {ip} --sport 53",
@@ -211,6 +233,9 @@ def start(ctx, lab: Lab, server: str, rendered: str | None):
     if server == "unbound":
         conf = B.write(os.path.join(lab.dir, "unbound.conf"), UNBOUND.format(dir=lab.dir))
         return B.spawn(pin + [B.UNBOUND, "-d", "-c", conf], logp)
+    if server == "ceiling":
+        # UDP on the link-local address only: the one dnsperf asks.
+        return B.spawn(pin + [CEILING_ADDR, "53", LOCAL], logp)
     raise ValueError(server)
 
 
@@ -218,17 +243,22 @@ def measure(ctx, lab: Lab, server: str, files: dict, rendered: str | None,
             run: int) -> dict:
     """Both rows' figures for one server, one run."""
     if server != "clusterdns":
-        lab.interface(True)
+        lab.interface(True, crashsafe=server == "ceiling")
     p = start(ctx, lab, server, rendered)
     try:
-        why = lab.wait_answer("svc0.default.svc.cluster.local", "10.0.0.1", p)
+        want = CEILING_ANSWER if server == "ceiling" else "10.0.0.1"
+        why = lab.wait_answer("svc0.default.svc.cluster.local", want, p)
         if why:
             raise RuntimeError(f"{server} not serving: {why}: {B.last_log_line(ctx, os.path.join('node-cache', server))}")
+        if server == "clusterdns":
+            lab.capture_crashsafe()
         out = {}
         idle = B.rss_mib(p.pid)
         # Hits: warm every name, then measure.
         dnsperf_pod(lab, files["hit"], 30, qps=20000, passes=1)
         out["hit"] = phase(ctx, lab, p, files["hit"], files["hit"], 20000)
+        if server == "ceiling":
+            return out
         # Misses: every name unique (this run's own files).
         out["miss"] = phase(ctx, lab, p, files[f"miss-fixed-{run}-{server}"],
                             files[f"miss-max-{run}-{server}"], 3000)
@@ -291,8 +321,10 @@ def run(ctx, bench) -> list[dict]:
     global B
     B = bench
     B.log("== scenario node-cache")
+    global CEILING_ADDR
+    CEILING_ADDR = os.path.join(B.OUT, "ceiling-addr")
     names = ("node-cache-hit", "node-cache-miss")
-    servers = [s for s in B.SERVERS if s != "ceiling"]
+    servers = list(B.SERVERS)
     if os.geteuid() != 0:
         return [B.skipped(n, s, "needs root (network namespaces)") for n in names for s in servers]
     lab = Lab(ctx)
@@ -315,6 +347,8 @@ def run(ctx, bench) -> list[dict]:
         nmax = 60000 * ctx.max_dur
         for r in range(ctx.runs):
             for s in servers:
+                if s == "ceiling":
+                    continue
                 files[f"miss-fixed-{r}-{s}"] = B.write(
                     os.path.join(lab.dir, f"miss-fixed-{r}-{s}.txt"),
                     "".join(f"f{r}-{s}-{i}.default.svc.cluster.local A\n" for i in range(nfix)))
@@ -324,6 +358,8 @@ def run(ctx, bench) -> list[dict]:
         usable = []
         for s in servers:
             why = B.availability(ctx, s, None)
+            if s == "ceiling" and not why and not os.access(CEILING_ADDR, os.X_OK):
+                why = "ceiling responder bound to an address not built (see scripts/bench)"
             if why:
                 rows += [B.skipped(n, s, why) for n in names]
             else:
@@ -347,7 +383,7 @@ def run(ctx, bench) -> list[dict]:
                 try:
                     got = measure(ctx, lab, s, files, rendered, r)
                     runs[s].append(got)
-                    for kind in ("hit", "miss"):
+                    for kind in got:
                         g = got[kind]
                         B.log(f"  node-cache-{kind}/{s}: max {B.fmt(g['qps'], 0)} q/s, "
                               f"{B.fmt(g['cpu_us_per_query'], 2)} us/q at {B.fmt(g['fixed_qps'], 0)} q/s, "
@@ -362,6 +398,9 @@ def run(ctx, bench) -> list[dict]:
         for s in usable:
             for kind in ("hit", "miss"):
                 name = f"node-cache-{kind}"
+                if s == "ceiling" and kind == "miss":
+                    rows.append(B.skipped(name, s, "not applicable: a fixed answer, no cache"))
+                    continue
                 rs = [x[kind] for x in runs[s]]
                 if not rs:
                     rows.append(B.row(name, s, status="failed", reason=errors.get(s)))

@@ -36,10 +36,14 @@ pub struct Agent {
 enum Mode {
     /// `-setupiptables=false`: someone else intercepts.
     None,
-    /// Upstream's iptables rules.
-    Iptables(RuleSet),
+    /// Upstream's iptables rules; `stale` is our crash-safe table,
+    /// removed when found (a crash-safe predecessor's, left to us by a
+    /// hand-over: it would keep the link-local fallback and a second
+    /// interception beside the rules).
+    Iptables { rules: RuleSet, stale: CrashSafe },
     /// Our nftables table; `stale` are upstream's iptables rules, removed
-    /// when found (a crashed upstream instance's would defeat the table).
+    /// when found (a crashed upstream instance's, or an iptables-mode
+    /// predecessor's left to us by a hand-over, would defeat the table).
     CrashSafe {
         table: CrashSafe,
         stale: Option<RuleSet>,
@@ -132,7 +136,10 @@ impl Agent {
                         set.iptables().binary(),
                         set.iptables().backend()
                     );
-                    Mode::Iptables(set)
+                    Mode::Iptables {
+                        rules: set,
+                        stale: table,
+                    }
                 }
             }
         };
@@ -157,7 +164,7 @@ impl Agent {
     /// Upstream's rules, in iptables mode.
     pub fn rule_set(&self) -> Option<&RuleSet> {
         match &self.mode {
-            Mode::Iptables(r) => Some(r),
+            Mode::Iptables { rules, .. } => Some(rules),
             _ => None,
         }
     }
@@ -179,18 +186,30 @@ impl Agent {
     pub async fn setup_rules(&self) -> Ensured {
         match &self.mode {
             Mode::None => Ensured::default(),
-            Mode::Iptables(r) => r.ensure().await,
-            Mode::CrashSafe { table, stale } => {
-                let mut done = Ensured::default();
-                if let Some(stale) = stale {
-                    let n = stale.remove().await;
-                    if n > 0 {
-                        warning!(
+            Mode::Iptables { rules, stale } => {
+                // Ours first, then the other's, and only once ours are
+                // all in: the node is never without an interception (a TCP
+                // connection meeting kube-proxy's DNAT mid-stream would be
+                // reset).
+                let done = rules.ensure().await;
+                if done.errors == 0 && stale.listed().await.is_some() {
+                    match stale.remove().await {
+                        Ok(()) => warning!(
                             "",
-                            "removed {n} stale node-cache iptables rules (left by an instance that did not tear down)"
-                        );
+                            "removed the nftables table {} (a crash-safe instance's: a predecessor that handed over to us, or one that did not tear down)",
+                            crashsafe::TABLE
+                        ),
+                        Err(e) => {
+                            self.metrics.error("iptables");
+                            error!("", "Error removing the stale nftables table: {e}");
+                        }
                     }
                 }
+                done
+            }
+            Mode::CrashSafe { table, stale } => {
+                let mut done = Ensured::default();
+                // The table before the stale rules go, as above.
                 if !table.intact().await {
                     match table.install().await {
                         Ok(()) => {
@@ -202,6 +221,15 @@ impl Agent {
                             self.metrics.error("iptables");
                             error!("", "Error installing the nftables table: {e}");
                         }
+                    }
+                }
+                if let Some(stale) = stale.as_ref().filter(|_| done.errors == 0) {
+                    let n = stale.remove().await;
+                    if n > 0 {
+                        warning!(
+                            "",
+                            "removed {n} stale node-cache iptables rules (left by an instance that did not tear down)"
+                        );
                     }
                 }
                 done
@@ -231,8 +259,8 @@ impl Agent {
         if self.skip_teardown {
             return;
         }
-        if let Mode::Iptables(r) = &self.mode {
-            r.remove().await;
+        if let Mode::Iptables { rules, .. } = &self.mode {
+            rules.remove().await;
         }
     }
 
@@ -246,8 +274,8 @@ impl Agent {
         }
         match &self.mode {
             Mode::None => {}
-            Mode::Iptables(r) => {
-                r.remove().await;
+            Mode::Iptables { rules, .. } => {
+                rules.remove().await;
             }
             Mode::CrashSafe { table, .. } => {
                 if let Err(e) = table.remove().await {

@@ -368,7 +368,20 @@ async fn run(f: Flags, version: String) -> ExitCode {
     let done = loop {
         tokio::select! {
             done = &mut server => break done,
-            _ = sync.tick(), if !stopping => { agent.sync().await; }
+            // While a successor takes over or serves on our sockets the
+            // interception is its own: in another mode, ours put back
+            // would undo its removal of our rules (or table), and the two
+            // would take turns removing each other's.
+            _ = sync.tick(), if !stopping => {
+                while let Ok(c) = successors.try_recv() {
+                    successor = Some(c);
+                }
+                if !giving.load(Ordering::SeqCst)
+                    && !successor.as_ref().is_some_and(|c| c.alive())
+                {
+                    agent.sync().await;
+                }
+            }
             _ = poll.tick() => {
                 let now = (
                     template::dir_snapshot(&base_dir),

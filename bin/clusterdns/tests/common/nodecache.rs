@@ -1,0 +1,747 @@
+//! The node-cache lab the `node_cache*` tests share: three network
+//! namespaces (shared/reference/nodelocal-netns-lab.md) — a pod, a node
+//! running the agent with kube-proxy-style DNAT of the kube-dns ClusterIP
+//! and of kube-dns-upstream to the cluster DNS, and the cluster DNS (a
+//! clusterdns `serve`) — per address family, with the agent's start-up,
+//! `dig`/dnsperf from the pod and what the interception looks like.
+//! Included by path (`#[path]`) by the tests that use it, so the other
+//! test binaries do not build it.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_clusterdns");
+
+/// The lab's addresses, per family.
+pub struct Net {
+    /// kube-dns's ClusterIP (intercepted).
+    pub cluster: &'static str,
+    /// kube-dns-upstream's ClusterIP.
+    pub upstream: &'static str,
+    /// The link-local address.
+    pub local: &'static str,
+    /// The cluster DNS pod.
+    pub cdns: &'static str,
+    /// The node's side of the pod's link, the pod, the node's side of the
+    /// cluster DNS's link, and the prefix length of both links.
+    pub node_pod: &'static str,
+    pub pod: &'static str,
+    pub node_cdns: &'static str,
+    pub prefix: u8,
+    /// `ip` or `ip -6`, `32` or `128`.
+    pub ip: &'static str,
+    pub host_bits: u8,
+}
+
+pub const V4: Net = Net {
+    cluster: "10.96.0.10",
+    upstream: "10.96.0.11",
+    local: "169.254.20.10",
+    cdns: "10.244.1.2",
+    node_pod: "10.244.0.1",
+    pod: "10.244.0.2",
+    node_cdns: "10.244.1.1",
+    prefix: 24,
+    ip: "ip",
+    host_bits: 32,
+};
+
+pub const V6: Net = Net {
+    cluster: "fd00:96::10",
+    upstream: "fd00:96::11",
+    local: "fd00:169::10",
+    cdns: "fd00:244:1::2",
+    node_pod: "fd00:244::1",
+    pod: "fd00:244::2",
+    node_cdns: "fd00:244:1::1",
+    prefix: 64,
+    ip: "ip -6",
+    host_bits: 128,
+};
+
+/// The three namespaces, deleted (with everything in them) on drop.
+pub struct Lab {
+    pub net: &'static Net,
+    /// The node's iptables (kube-proxy's backend): `iptables-nft` or
+    /// `iptables-legacy`.
+    pub ipt: &'static str,
+    pub pod: String,
+    pub node: String,
+    pub cdns: String,
+    pub dir: tempfile::TempDir,
+    pub children: Vec<Child>,
+}
+
+pub fn run(args: &[&str]) -> (bool, String) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("run");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+pub fn must(cmd: &str) {
+    let (ok, out) = run(&["sh", "-c", cmd]);
+    assert!(ok, "{cmd}: {out}");
+}
+
+pub const CDNS_COREFILE: &str = "cluster.local:53 {
+    bind 10.244.1.2
+    hosts {
+        10.96.0.1 kubernetes.default.svc.cluster.local
+    }
+}
+.:53 {
+    bind 10.244.1.2
+    hosts {
+        192.0.2.7 www.example.org
+    }
+}
+";
+
+/// The node-local template: the addon's shape (cluster domain over TCP to
+/// the upstream Service, the rest to __PILLAR__UPSTREAM__SERVERS__), plus
+/// a zone only the node-local cache answers, to tell who answered.
+pub const TEMPLATE: &str = "cluster.local:53 {
+    errors
+    cache {
+        success 9984 30
+        denial 9984 5
+    }
+    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__
+    forward . __PILLAR__CLUSTER__DNS__ {
+        force_tcp
+    }
+    prometheus 127.0.0.1:9253
+    health 169.254.20.10:8080
+}
+nodelocal.test:53 {
+    bind __PILLAR__LOCAL__DNS__
+    hosts {
+        198.51.100.1 who.nodelocal.test
+    }
+}
+.:53 {
+    errors
+    cache 30
+    bind __PILLAR__LOCAL__DNS__
+    forward . __PILLAR__UPSTREAM__SERVERS__ {
+            force_tcp
+    }
+}
+";
+
+impl Lab {
+    pub fn new(tag: &str) -> Option<Lab> {
+        Self::with_backend(tag, "iptables-nft")
+    }
+
+    pub fn with_backend(tag: &str, ipt: &'static str) -> Option<Lab> {
+        Self::build(tag, &V4, ipt)
+    }
+
+    /// A lab whose kube-proxy writes its rules with `ipt`; the agent must
+    /// detect that backend.
+    pub fn build(tag: &str, net: &'static Net, ipt: &'static str) -> Option<Lab> {
+        let id = format!("{tag}{}", std::process::id());
+        let (pod, node, cdns) = (format!("p{id}"), format!("n{id}"), format!("c{id}"));
+        if !run(&["ip", "netns", "add", &pod]).0 {
+            eprintln!("skipped: cannot create network namespaces (needs root)");
+            return None;
+        }
+        let ipt: &'static str = if net.host_bits == 32 {
+            ipt
+        } else if ipt == "iptables-nft" {
+            "ip6tables-nft"
+        } else {
+            "ip6tables-legacy"
+        };
+        let lab = Lab {
+            net,
+            ipt,
+            pod,
+            node,
+            cdns,
+            dir: tempfile::tempdir().unwrap(),
+            children: Vec::new(),
+        };
+        let (p, n, c) = (&lab.pod, &lab.node, &lab.cdns);
+        must(&format!("ip netns add {n} && ip netns add {c}"));
+        let Net {
+            cluster,
+            upstream,
+            cdns,
+            node_pod,
+            pod,
+            node_cdns,
+            prefix,
+            ip,
+            host_bits,
+            ..
+        } = net;
+        let dad = if *host_bits == 128 { " nodad" } else { "" };
+        must(&format!(
+            "ip -n {n} link add vpod type veth peer name eth0 netns {p} && \
+             ip -n {n} link add vcdns type veth peer name eth0 netns {c} && \
+             {ip} -n {n} addr add {node_pod}/{prefix} dev vpod{dad} && \
+             {ip} -n {n} addr add {node_cdns}/{prefix} dev vcdns{dad} && \
+             ip -n {n} link set vpod up && ip -n {n} link set vcdns up && ip -n {n} link set lo up && \
+             {ip} -n {p} addr add {pod}/{prefix} dev eth0{dad} && ip -n {p} link set eth0 up && ip -n {p} link set lo up && \
+             {ip} -n {p} route add default via {node_pod} && \
+             {ip} -n {c} addr add {cdns}/{prefix} dev eth0{dad} && ip -n {c} link set eth0 up && ip -n {c} link set lo up && \
+             {ip} -n {c} route add default via {node_cdns} && \
+             {ip} -n {n} route add default via {cdns} && \
+             ip netns exec {n} sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"
+        ));
+        // kube-proxy, iptables mode: both Services DNAT to the cluster DNS.
+        let to = if net.host_bits == 32 {
+            format!("{cdns}:53")
+        } else {
+            format!("[{cdns}]:53")
+        };
+        let ipt_bin = if net.host_bits == 32 {
+            ipt.to_string()
+        } else {
+            ipt.replacen("iptables", "ip6tables", 1)
+        };
+        for svc in [cluster, upstream] {
+            for proto in ["udp", "tcp"] {
+                for chain in ["PREROUTING", "OUTPUT"] {
+                    must(&format!(
+                        "ip netns exec {n} {ipt_bin} -t nat -A {chain} -d {svc}/{host_bits} -p {proto} --dport 53 -j DNAT --to-destination {to}"
+                    ));
+                }
+            }
+        }
+        Some(lab)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Starts the cluster DNS in its namespace and waits until the pod
+    /// resolves through kube-proxy's DNAT.
+    pub fn start_cluster_dns(&mut self) {
+        let cf = self.path("cdns.Corefile");
+        std::fs::write(&cf, CDNS_COREFILE.replace("10.244.1.2", self.net.cdns)).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.cdns, BIN, "-quiet", "-conf"])
+            .arg(&cf)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.children.push(child);
+        self.wait_answer(
+            self.net.cluster,
+            "kubernetes.default.svc.cluster.local",
+            false,
+            "10.96.0.1",
+        );
+    }
+
+    /// Starts the agent in the node namespace with `extra` flags.
+    pub fn start_agent(&self, template: &str, extra: &[&str]) -> Child {
+        self.start_agent_as(template, extra, "agent.log")
+    }
+
+    /// As `start_agent`, logging to `log` (in the lab's directory).
+    pub fn start_agent_as(&self, template: &str, extra: &[&str], log: &str) -> Child {
+        let base = self.path("base");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("Corefile.base"), template).unwrap();
+        let cm = self.path("kube-dns");
+        std::fs::create_dir_all(&cm).unwrap();
+        std::fs::write(
+            cm.join("upstreamNameservers"),
+            format!("[\"{}\"]", self.net.cdns),
+        )
+        .unwrap();
+        let log = std::fs::File::create(self.path(log)).unwrap();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.node, BIN, "node-cache"])
+            .arg("-localip")
+            .arg(format!("{},{}", self.net.local, self.net.cluster))
+            .arg("-basecorefile")
+            .arg(base.join("Corefile.base"))
+            .arg("-conf")
+            .arg(self.path("Corefile"))
+            .arg("-kubednscm")
+            .arg(&cm)
+            .args(["-upstreamsvc", "kube-dns-upstream", "-syncinterval", "1ns"])
+            .args(["-metrics-listen-address", "127.0.0.1:9353"])
+            .arg("-pidfile")
+            .arg(self.path("node-cache.pid"))
+            // The default path is the host's: every lab (and every other
+            // test run on the machine) would meet there, across network
+            // namespaces. The lab's own directory, unless a test says.
+            .args(if extra.contains(&"-handover-socket") {
+                vec![]
+            } else {
+                vec!["-handover-socket".into(), self.path("handover.sock")]
+            })
+            .args(extra)
+            .env("KUBE_DNS_UPSTREAM_SERVICE_HOST", self.net.upstream)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        cmd.spawn().unwrap()
+    }
+
+    pub fn log(&self) -> String {
+        self.log_of("agent.log")
+    }
+
+    pub fn log_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
+    }
+
+    /// `dig +short` from the pod.
+    pub fn dig(&self, server: &str, name: &str, tcp: bool) -> String {
+        let mut a = vec![
+            "ip", "netns", "exec", &self.pod, "dig", "+short", "+tries=1", "+time=1",
+        ];
+        let at = format!("@{server}");
+        a.push(&at);
+        a.push(name);
+        if tcp {
+            a.push("+tcp");
+        }
+        run(&a).1.trim().to_string()
+    }
+
+    pub fn wait_answer(&self, server: &str, name: &str, tcp: bool, want: &str) {
+        let start = Instant::now();
+        loop {
+            let got = self.dig(server, name, tcp);
+            if got == want {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{name} @{server}: {got:?}\nagent log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Asks `server` for `KUBERNETES` from a thread inside the pod's
+    /// namespace, every 20 ms (each try waiting 100 ms), until answered
+    /// from `server`'s address (a connected socket, as a stub resolver
+    /// uses: a reply from another source is not taken); the time from
+    /// `since` to that answer.
+    pub fn first_answer_after(&self, server: &str, since: Instant, within: Duration) -> Duration {
+        let ns = std::fs::File::open(format!("/run/netns/{}", self.pod)).unwrap();
+        let server: std::net::SocketAddr = format!("{server}:53").parse().unwrap();
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            #[allow(unsafe_code)]
+            // SAFETY: setns with an open namespace file moves only this thread.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns");
+            let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            sock.connect(server).unwrap();
+            sock.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+            for label in KUBERNETES.split('.') {
+                q.push(label.len() as u8);
+                q.extend_from_slice(label.as_bytes());
+            }
+            q.extend_from_slice(&[0, 0, 1, 0, 1]);
+            let mut buf = [0u8; 512];
+            loop {
+                assert!(since.elapsed() < within, "no answer within {within:?}");
+                if sock.send(&q).is_ok()
+                    && let Ok(n) = sock.recv(&mut buf)
+                    // Our id, NOERROR, one answer or more.
+                    && n > 12 && buf[..2] == [0x12, 0x34] && buf[3] & 0x0f == 0 && buf[7] > 0
+                {
+                    return since.elapsed();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .join()
+        .unwrap()
+    }
+
+    pub fn node(&self, cmd: &str) -> String {
+        run(&["ip", "netns", "exec", &self.node, "sh", "-c", cmd]).1
+    }
+
+    /// The lab's nftables family: `ip` or `ip6`.
+    pub fn family(&self) -> &'static str {
+        if self.net.host_bits == 32 {
+            "ip"
+        } else {
+            "ip6"
+        }
+    }
+
+    pub fn nodelocal_rules(&self) -> Vec<String> {
+        self.node(&format!("{}-save", self.ipt))
+            .lines()
+            .filter(|l| l.contains("NodeLocal DNS Cache"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [&self.pod, &self.node, &self.cdns] {
+            let _ = run(&["ip", "netns", "del", ns]);
+        }
+    }
+}
+
+pub fn signal(child: &Child, sig: &str) {
+    // `ip netns exec` execs the binary, so the child's pid is the agent's.
+    must(&format!("kill -{sig} {}", child.id()));
+}
+
+pub fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(start.elapsed() < within, "the agent did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub const WHO: &str = "who.nodelocal.test";
+pub const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
+
+/// Runs dnsperf from the pod at `server` (1000 q/s for `secs` s) while
+/// `during` runs; (sent, lost).
+pub fn under_load(lab: &Lab, server: &str, secs: u32, during: impl FnOnce()) -> (u64, u64) {
+    under_load_over(lab, server, "udp", secs, during)
+}
+
+/// As `under_load`, over `mode` (dnsperf's `-m`: udp or tcp).
+pub fn under_load_over(
+    lab: &Lab,
+    server: &str,
+    mode: &str,
+    secs: u32,
+    during: impl FnOnce(),
+) -> (u64, u64) {
+    let qfile = lab.path("queries");
+    std::fs::write(&qfile, format!("{KUBERNETES} A\nwww.example.org A\n")).unwrap();
+    let perf = Command::new("ip")
+        .args([
+            "netns", "exec", &lab.pod, "dnsperf", "-s", server, "-Q", "1000", "-t", "1",
+        ])
+        .args(["-m", mode, "-l", &secs.to_string(), "-d"])
+        .arg(&qfile)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    during();
+    let out = perf.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let count = |what: &str| -> u64 {
+        report
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(what))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {what:?} in {report}"))
+    };
+    (count("Queries sent:"), count("Queries lost:"))
+}
+
+/// An agent killed (SIGKILL) if the test ends without stopping it.
+pub struct Running(pub Option<Child>);
+
+impl Running {
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+
+    /// SIGTERM, and a clean exit within 15 s.
+    pub fn terminate(&mut self) {
+        signal(self.child(), "TERM");
+        assert!(wait_exit(self.child(), Duration::from_secs(15)).success());
+        self.0 = None;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What the interception looks like on the node: the crash-safe table
+/// or upstream's rules.
+pub fn interception(lab: &Lab, mode: &str) -> String {
+    if mode == "crashsafe" {
+        lab.node(&format!(
+            "nft list table {} clusterdns_nodecache 2>&1",
+            lab.family()
+        ))
+    } else {
+        lab.nodelocal_rules().join("\n")
+    }
+}
+
+pub fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < within, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The node's interception as two views: upstream's rules (sorted: a
+/// duplicate shows as a line twice) and the crash-safe table, `None` when
+/// absent.
+pub fn views(lab: &Lab) -> (Vec<String>, Option<String>) {
+    let mut rules = lab.nodelocal_rules();
+    rules.sort();
+    let (ok, table) = run(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.node,
+        "nft",
+        "list",
+        "table",
+        lab.family(),
+        "clusterdns_nodecache",
+    ]);
+    (rules, ok.then_some(table))
+}
+
+/// Waits until the interception holds still for a second with `mode`'s
+/// part present (iptables mode adds its rules one command at a time);
+/// returns it.
+pub fn settled(lab: &Lab, mode: &str) -> (Vec<String>, Option<String>) {
+    let mut last = views(lab);
+    let mut since = Instant::now();
+    wait_for("the interception", Duration::from_secs(30), || {
+        let now = views(lab);
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+        let present = if mode == "crashsafe" {
+            last.1.as_deref().is_some_and(|t| t.contains(lab.net.local))
+        } else {
+            last.0.iter().any(|r| r.contains(lab.net.local))
+        };
+        present && since.elapsed() >= Duration::from_secs(1)
+    });
+    last
+}
+
+/// DaemonSet rolling updates with `maxSurge: 1, maxUnavailable: 0`, in
+/// the lab: each new pod's instance starts beside the running one and
+/// takes its sockets over the hand-over socket; then the old one gets
+/// SIGTERM. What the interception must look like in each mode is taken
+/// first from an instance started alone.
+pub struct Upgrades<'a> {
+    lab: &'a Lab,
+    template: &'a str,
+    sock: String,
+    iptables: Vec<String>,
+    table: String,
+    series: std::sync::atomic::AtomicUsize,
+}
+
+impl<'a> Upgrades<'a> {
+    pub fn new(lab: &'a Lab, template: &'a str) -> Self {
+        let sock = lab
+            .path("run/node-cache.sock")
+            .to_str()
+            .unwrap()
+            .to_string();
+        let mut u = Upgrades {
+            lab,
+            template,
+            sock,
+            iptables: Vec::new(),
+            table: String::new(),
+            series: std::sync::atomic::AtomicUsize::new(0),
+        };
+        for mode in ["iptables", "crashsafe"] {
+            let log = format!("alone-{mode}.log");
+            let mut one = Running(Some(lab.start_agent_as(template, &u.flags(mode), &log)));
+            lab.wait_answer(lab.net.cluster, WHO, false, "198.51.100.1");
+            let (rules, table) = settled(lab, mode);
+            one.terminate();
+            if mode == "iptables" {
+                assert_eq!(table, None, "{}", lab.log_of(&log));
+                let mut unique = rules.clone();
+                unique.dedup();
+                assert_eq!(unique, rules, "duplicated rules");
+                u.iptables = rules;
+            } else {
+                assert!(rules.is_empty(), "{rules:?}");
+                u.table = table.unwrap();
+            }
+            assert_eq!(views(lab), (Vec::new(), None), "{}", lab.log_of(&log));
+        }
+        u
+    }
+
+    fn flags(&self, mode: &'a str) -> [&str; 4] {
+        ["-interception", mode, "-handover-socket", &self.sock]
+    }
+
+    /// The interception an instance in `mode` keeps, and nothing else.
+    pub fn expected(&self, mode: &str) -> (Vec<String>, Option<String>) {
+        if mode == "crashsafe" {
+            (Vec::new(), Some(self.table.clone()))
+        } else {
+            (self.iptables.clone(), None)
+        }
+    }
+
+    /// An instance in `modes[0]`, then one update to each next mode in
+    /// turn, under dnsperf load from the pod over `over` (udp or tcp), at
+    /// the ClusterIP and the link-local address in turn: not a query
+    /// lost. Watched every few milliseconds meanwhile: between instances
+    /// of one mode the interception never changes; from one mode to the
+    /// other, one of the two is complete at every moment. After each
+    /// update the new mode's interception is there exactly (no rule
+    /// duplicated), the old one's is gone; after the last instance's
+    /// SIGTERM, nothing is left.
+    pub fn series(&self, modes: &[&'a str], over: &str) {
+        let lab = self.lab;
+        let net = lab.net;
+        let n = self
+            .series
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut old_log = format!("s{n}-0-{}.log", modes[0]);
+        let mut old = Running(Some(lab.start_agent_as(
+            self.template,
+            &self.flags(modes[0]),
+            &old_log,
+        )));
+        lab.wait_answer(net.cluster, WHO, false, "198.51.100.1");
+        assert_eq!(
+            settled(lab, modes[0]),
+            self.expected(modes[0]),
+            "{}",
+            lab.log_of(&old_log)
+        );
+        for (round, pair) in modes.windows(2).enumerate() {
+            let (from, to) = (pair[0], pair[1]);
+            let round = round + 1;
+            let target = if round % 2 == 1 {
+                net.cluster
+            } else {
+                net.local
+            };
+            let new_log = format!("s{n}-{round}-{to}.log");
+            let before = self.expected(from);
+            let after = self.expected(to);
+            let watching = std::sync::atomic::AtomicBool::new(true);
+            let mut wrong = Vec::new();
+            let mut new = None;
+            let (sent, lost) = std::thread::scope(|s| {
+                let watcher = s.spawn(|| {
+                    let mut seen = Vec::new();
+                    while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                        let now = views(lab);
+                        let ok = if from == to {
+                            now == before
+                        } else {
+                            // The two views are read one after the other:
+                            // the rules again after the table, so that a
+                            // moment with neither complete is one (the
+                            // rules only grow, or only shrink, while the
+                            // table is there).
+                            now.0 == self.iptables
+                                || now.1.as_ref() == Some(&self.table)
+                                || views(lab).0 == self.iptables
+                        };
+                        if !ok {
+                            seen.push(now);
+                        }
+                    }
+                    seen
+                });
+                let r = under_load_over(lab, target, over, 2, || {
+                    std::thread::sleep(Duration::from_millis(400));
+                    let next = Running(Some(lab.start_agent_as(
+                        self.template,
+                        &self.flags(to),
+                        &new_log,
+                    )));
+                    wait_for("the hand-over", Duration::from_secs(10), || {
+                        lab.log_of(&old_log).contains("serves on our")
+                    });
+                    std::thread::sleep(Duration::from_millis(300));
+                    signal(old.child(), "TERM");
+                    let st = wait_exit(old.child(), Duration::from_secs(15));
+                    assert!(st.success(), "{}", lab.log_of(&old_log));
+                    old.0 = None;
+                    new = Some(next);
+                });
+                watching.store(false, std::sync::atomic::Ordering::SeqCst);
+                wrong = watcher.join().unwrap();
+                r
+            });
+            let log = lab.log_of(&old_log);
+            eprintln!(
+                "{from} -> {to} round {round} @{target} over {over}: {lost} of {sent} queries lost during the upgrade"
+            );
+            // At least half the offered load: dnsperf waits for its
+            // outstanding queries on a busy machine.
+            assert!(
+                sent >= 1000 && lost == 0,
+                "{from} -> {to} round {round}: {lost} of {sent} lost; old:\n{log}\nnew:\n{}",
+                lab.log_of(&new_log)
+            );
+            assert!(
+                wrong.is_empty(),
+                "{from} -> {to} round {round}: the interception was {} during the upgrade: {wrong:?}",
+                if from == to { "changed" } else { "incomplete" }
+            );
+            assert!(log.contains("handing over to process"), "{log}");
+            assert!(
+                lab.log_of(&new_log).contains("taking over from process"),
+                "{}",
+                lab.log_of(&new_log)
+            );
+            assert_eq!(lab.dig(target, KUBERNETES, true), "10.96.0.1");
+            // The new instance's rules may still be going in.
+            let mut now = views(lab);
+            let start = Instant::now();
+            while now != after && start.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(50));
+                now = views(lab);
+            }
+            assert_eq!(
+                now,
+                after,
+                "{from} -> {to} round {round}: old:\n{log}\nnew:\n{}",
+                lab.log_of(&new_log)
+            );
+            old = new.unwrap();
+            old_log = new_log;
+        }
+        // The last one, with no successor, tears down as usual.
+        old.terminate();
+        assert_eq!(views(lab), (Vec::new(), None), "{}", lab.log_of(&old_log));
+        assert!(!std::path::Path::new(&self.sock).exists());
+    }
+}
