@@ -2,9 +2,9 @@
 //! functions the watch uses (decode, strip, `Index::handle_event`, publish)
 //! and the YAML source (`yaml::load_str`). The input is lines:
 //!
-//! - `S`, `E`, `P`, `N` + a watch event (`{"type":"ADDED","object":{...}}`)
-//!   of a Service, EndpointSlice, Pod or Namespace;
-//! - `s`, `e`, `p`, `n` + a list response (`{"kind":"ServiceList",
+//! - `S`, `E`, `P`, `N`, `D` + a watch event (`{"type":"ADDED","object":{...}}`)
+//!   of a Service, EndpointSlice, Pod, Namespace or Node;
+//! - `s`, `e`, `p`, `n`, `d` + a list response (`{"kind":"ServiceList",
 //!   "items":[...]}`): a relist (Init, InitApply each item, InitDone);
 //!   `s:NS {...}` relists the watcher of namespace NS only;
 //! - `Y` + the rest of the input: a YAML file for the offline source.
@@ -163,10 +163,12 @@ fuzz_target!(|data: &[u8]| {
             b'E' => event::<discovery::EndpointSlice>(index, body),
             b'P' => event::<core::Pod>(index, body),
             b'N' => event::<core::Namespace>(index, body),
+            b'D' => event::<core::Node>(index, body),
             b's' => relist::<core::Service>(index, &scope, body),
             b'e' => relist::<discovery::EndpointSlice>(index, &scope, body),
             b'p' => relist::<core::Pod>(index, &scope, body),
             b'n' => relist::<core::Namespace>(index, &scope, body),
+            b'd' => relist::<core::Node>(index, &Scope::All, body),
             b'Y' => {
                 // The rest of the input, this line's remainder included.
                 let start = body.as_ptr() as usize - data.as_ptr() as usize;
@@ -184,6 +186,7 @@ fuzz_target!(|data: &[u8]| {
     index.reset::<discovery::EndpointSlice>(&Scope::All, []);
     index.reset::<core::Pod>(&Scope::All, []);
     index.reset::<core::Namespace>(&Scope::All, []);
+    index.reset::<core::Node>(&Scope::All, []);
     index.publish();
     let snap = index.snapshots().load();
     assert_eq!(
