@@ -84,9 +84,24 @@ fn version_lines() -> String {
 fn main() -> ExitCode {
     tune_memory();
     raise_nofile();
-    let mut argv = std::env::args();
-    let argv0 = argv.next().unwrap_or_else(|| "clusterdns".into());
-    let args: Vec<String> = argv.collect();
+    // `std::env::args` panics on an argument that is not UTF-8; refuse it
+    // as a bad flag instead (Go's flag package takes bytes, but no flag of
+    // ours or upstream's has a use for such a value).
+    let mut argv = std::env::args_os();
+    let argv0 = argv
+        .next()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "clusterdns".into());
+    let mut args: Vec<String> = Vec::new();
+    for a in argv {
+        match a.into_string() {
+            Ok(a) => args.push(a),
+            Err(a) => {
+                eprintln!("invalid argument {a:?}: not UTF-8");
+                return ExitCode::from(2);
+            }
+        }
+    }
     if let Some(code) = autoscaler::dispatch(&argv0, &args) {
         return code;
     }

@@ -332,3 +332,27 @@ fn a_live_cluster_through_its_kubeconfig() {
         ["kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"]
     );
 }
+
+/// An argument that is not UTF-8 is a bad flag for every job, not a panic.
+#[test]
+fn a_non_utf8_argument_is_refused_for_every_job() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"\xff\xfe");
+    for job in [
+        &[][..],
+        &["explain"][..],
+        &["node-cache"][..],
+        &["autoscaler"][..],
+    ] {
+        let out = Command::new(binary())
+            .args(job)
+            .arg("-conf")
+            .arg(bad)
+            .output()
+            .expect("run clusterdns");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{job:?}: {err}");
+        assert!(err.contains("not UTF-8"), "{job:?}: {err}");
+        assert!(!err.contains("panicked"), "{job:?}: {err}");
+    }
+}
