@@ -390,8 +390,8 @@ def run(ctx, bench) -> list[dict]:
                               f"p50 {B.fmt(g['p50_us'], 0)} us, p99 {B.fmt(g['p99_us'], 0)} us, "
                               f"RSS {B.fmt(g['rss_mib'], 1)} MiB, lost {B.fmt(g['fixed_lost_pct'], 2)}%"
                               f"/{B.fmt(g['max_lost_pct'], 2)}%, rcodes {g['fixed_rcodes']}, "
-                              f"RSS at start {B.fmt(g['idle_rss_mib'], 1)} MiB, "
-                              f"cache entries {g['cache_entries']}")
+                              f"RSS at start {B.fmt(g.get('idle_rss_mib'), 1)} MiB, "
+                              f"cache entries {g.get('cache_entries')}")
                 except (RuntimeError, OSError) as e:
                     errors[s] = str(e)
                     B.log(f"  node-cache/{s}: failed: {e}")
@@ -405,7 +405,7 @@ def run(ctx, bench) -> list[dict]:
                 if not rs:
                     rows.append(B.row(name, s, status="failed", reason=errors.get(s)))
                     continue
-                agg = {k: B.median([x[k] for x in rs]) for k in
+                agg = {k: B.median([x.get(k) for x in rs]) for k in
                        ("qps", "cpu_us_per_query", "sys_us_per_query", "p50_us", "p99_us",
                         "rss_mib", "fixed_qps", "fixed_lost_pct", "max_lost_pct",
                         "idle_rss_mib", "cache_entries")}
