@@ -41,7 +41,9 @@ pub const DEF: PluginDef = PluginDef {
 /// Queries in flight at most per `forward` when `max_concurrent` is not
 /// set: past it, queries are refused as with `max_concurrent`, which bounds
 /// the memory a stalled upstream can cost (see the README's "Memory").
-pub(crate) const MAX_INFLIGHT: usize = 20_000;
+/// As many as one upstream's default UDP sockets carry, so that without
+/// `max_concurrent` the socket count stays at its floor.
+pub(crate) const MAX_INFLIGHT: usize = proxy::MAX_SOCKETS * shared::PER_SOCKET;
 
 /// Overall deadline of one query (CoreDNS `defaultTimeout`).
 const DEADLINE: Duration = Duration::from_secs(5);
