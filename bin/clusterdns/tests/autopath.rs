@@ -8,7 +8,7 @@
 //! so a test's client socket bound to it is that Pod to both servers.
 //! Every reply is compared record by record (TTLs included).
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -57,20 +57,7 @@ const COREFILE: &str = "
 /// One UDP query from `src` (the client's address) to `server`.
 fn ask_from(src: Ipv4Addr, server: SocketAddr, q: &Query) -> Outcome {
     let msg = q.to_wire().expect("query builds");
-    let sock = UdpSocket::bind((src, 0)).expect("bind the client address");
-    sock.set_read_timeout(Some(Duration::from_secs(3))).ok();
-    sock.send_to(&msg, server).expect("send");
-    let mut buf = vec![0u8; 65535];
-    match sock.recv_from(&mut buf) {
-        Ok((n, _)) => match Response::parse(&buf[..n]) {
-            Ok(r) => Outcome::Response(r),
-            Err(error) => Outcome::Malformed {
-                error,
-                bytes: buf[..n].to_vec(),
-            },
-        },
-        Err(_) => Outcome::Timeout,
-    }
+    clusterdns_test_support::exchange_from(server, src.into(), &msg, Duration::from_secs(3))
 }
 
 /// Asks both servers from `src`; the report of a disagreement.

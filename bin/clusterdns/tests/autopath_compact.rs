@@ -5,7 +5,7 @@
 //! same replies (TTLs included), and stop walking when the Pod goes away.
 //! Pod names keep the answers of the `pods` mode in force.
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -45,21 +45,8 @@ const COREFILE: &str = "
 ";
 
 fn ask_from(src: Ipv4Addr, server: SocketAddr, q: &Query) -> Outcome {
-    let sock = UdpSocket::bind((src, 0)).expect("bind the client address");
-    sock.set_read_timeout(Some(Duration::from_secs(3))).ok();
-    sock.send_to(&q.to_wire().expect("query builds"), server)
-        .expect("send");
-    let mut buf = vec![0u8; 65535];
-    match sock.recv_from(&mut buf) {
-        Ok((n, _)) => Response::parse(&buf[..n]).map_or_else(
-            |error| Outcome::Malformed {
-                error,
-                bytes: buf[..n].to_vec(),
-            },
-            Outcome::Response,
-        ),
-        Err(_) => Outcome::Timeout,
-    }
+    let msg = q.to_wire().expect("query builds");
+    clusterdns_test_support::exchange_from(server, src.into(), &msg, Duration::from_secs(3))
 }
 
 fn differs(d: &Differential, src: Ipv4Addr, q: &Query) -> Option<String> {
