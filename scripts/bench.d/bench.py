@@ -37,10 +37,10 @@ IDLE_S = 2.0  # autopath: seconds of no queries over which a server's idle CPU i
 SERVERS = ["clusterdns", "coredns", "unbound", "ceiling"]
 DNSPERF_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "cluster"]
 K8S_SCENARIOS = ["search-path", "autopath", "cluster", "memory", "propagation", "startup",
-                 "memory-pods", "memory-pods-autopath", "churn"]
+                 "memory-pods", "memory-pods-autopath", "memory-pods-compact", "churn"]
 ALL_SCENARIOS = ["hosts", "rewrite", "whoami", "cache-hit", "forward", "search-path", "autopath",
                  "cluster", "node-cache", "memory", "propagation", "startup", "memory-pods",
-                 "memory-pods-autopath", "churn"]
+                 "memory-pods-autopath", "memory-pods-compact", "churn"]
 SERVER_CPU = "1"
 CLIENT_CPU = "0"
 
@@ -293,10 +293,10 @@ def upstream_conf(ctx: Ctx, port: int) -> str:
     return unbound_conf(ctx, "upstream", port, local)
 
 
-def k8s_block(ctx: Ctx, pods: str = "insecure") -> str:
+def k8s_block(ctx: Ctx, pods: str = "insecure", extra: str = "") -> str:
     return ("    kubernetes cluster.local in-addr.arpa ip6.arpa {\n"
             f"        kubeconfig {ctx.kubeconfig} clusterdns-rig\n"
-            f"        pods {pods}\n"
+            f"        pods {pods}\n{extra}"
             "        fallthrough in-addr.arpa ip6.arpa\n"
             "    }\n")
 
@@ -564,7 +564,12 @@ class Autopath(SearchPath):
     VARIANTS = (("autopath", True, MIX), ("autopath-off", False, MIX),
                 ("autopath-external", True, "external"), ("autopath-external-off", False, "external"),
                 ("autopath-external-new", True, "external-new"),
-                ("autopath-external-new-off", False, "external-new"))
+                ("autopath-external-new-off", False, "external-new"),
+                # Issue 19: clusterdns's autopath on `client_index compact`
+                # with `pods disabled`, against CoreDNS's `autopath` rows
+                # (`pods verified`; it has no other Pod source for autopath).
+                ("autopath-compact", True, MIX), ("autopath-external-compact", True, "external"),
+                ("autopath-external-new-compact", True, "external-new"))
     NEW_NAMES = 60000
 
     def prepare(self):
@@ -588,8 +593,14 @@ class Autopath(SearchPath):
         lines += [f"external-new n{k}.example.com 10.1.2.4" for k in range(self.NEW_NAMES)]
         self.lookup_file = write(os.path.join(self.dir, "lookups.txt"), "\n".join(lines) + "\n")
 
-    def corefile(self, port, autopath: bool = True):
-        return (f".:{port} {{\n    errors\n{k8s_block(self.ctx, 'verified')}"
+    @staticmethod
+    def compact(variant: str) -> bool:
+        return variant.endswith("-compact")
+
+    def corefile(self, port, autopath: bool = True, compact: bool = False):
+        block = (k8s_block(self.ctx, "disabled", "        client_index compact\n") if compact
+                 else k8s_block(self.ctx, "verified"))
+        return (f".:{port} {{\n    errors\n{block}"
                 + ("    autopath @kubernetes\n" if autopath else "")
                 + f"    forward . 127.0.0.1:{self.ctx.upstream_port}\n    cache 30\n}}\n")
 
@@ -896,28 +907,31 @@ def k8s_servers(ctx: Ctx) -> tuple[list[str], list[dict], dict[str, str]]:
     return ok, [], why
 
 
-def memory_run(ctx: Ctx, s: str, cf: str, port: int, wait: list[tuple[str, str | None]],
+def memory_run(ctx: Ctx, s: str, cf: str, port: int, wait: list[tuple],
                timeout: float, tag: str) -> tuple[float | None, float | None, str | None, subprocess.Popen | None]:
-    """Starts S with Corefile CF, waits until every (name, address) in WAIT
-    answers (with that A address when given), waits 2 s, reads VmRSS and
-    VmHWM. Returns (rss, hwm, why-not, the still running process or None)."""
+    """Starts S with Corefile CF, waits until every (name, address[, source])
+    in WAIT answers (with that A address when given, asked from that source
+    address when given), waits 2 s, reads VmRSS and VmHWM. Returns (rss, hwm,
+    why-not, the still running process or None)."""
     p = start_server(ctx, s, None, port, corefile=cf, tag=tag)
     t0 = time.monotonic()
-    for name, addr in wait:
+    for name, addr, *src in wait:
+        src = src[0] if src else None
         while True:  # in slices, to notice a server that died
             left = timeout - (time.monotonic() - t0)
             if p.poll() is not None:
                 stop(p)
                 return None, None, f"exited ({p.returncode}): {last_log_line(ctx, s, tag)}", None
             if left > 0 and dnsq.wait_answer(port, name, min(left, 5), want_addr=addr,
-                                             interval=0.05) is not None:
+                                             interval=0.05, src=src) is not None:
                 break
             if left <= 5:
-                r = dnsq.ask(port, name, 1, timeout=0.5)
+                r = dnsq.ask(port, name, 1, timeout=0.5, src=src)
                 stop(p)
                 got = f"rcode {r[1]}, {r[2]} answers {r[3]}" if r else "no reply"
                 return (None, None,
-                        f"{name} did not answer {addr or ''} within {timeout:.0f}s ({got})", None)
+                        f"{name}{f' from {src}' if src else ''} did not answer {addr or ''} "
+                        f"within {timeout:.0f}s ({got})", None)
     time.sleep(2)
     return rss_mib(p.pid), status_mib(p.pid, "VmHWM:"), None, p
 
@@ -954,48 +968,84 @@ def pod_checks(n: int) -> list[tuple[str, str | None]]:
     return out
 
 
-def check_names(port: int, checks: list[tuple[str, str | None]]) -> tuple[int, list[str]]:
-    """Asks every check name once (UDP, 3 tries); returns (passed, failures)."""
+def check_names(port: int, checks: list[tuple]) -> tuple[int, list[str]]:
+    """Asks every check (name, expected A address or None for NXDOMAIN[,
+    source address]) once (UDP, 3 tries); returns (passed, failures)."""
     ok, bad = 0, []
-    for name, addr in checks:
+    for name, addr, *src in checks:
+        src = src[0] if src else None
         r = None
         for _ in range(3):
-            r = dnsq.ask(port, name, 1, timeout=1.0)
+            r = dnsq.ask(port, name, 1, timeout=1.0, src=src)
             if r is not None:
                 break
+        where = f"{name} from {src}" if src else name
         if r is None:
-            bad.append(f"{name}: no reply")
+            bad.append(f"{where}: no reply")
         elif addr is not None and not (r[1] == 0 and r[3] == [addr]):
-            bad.append(f"{name}: rcode {r[1]} {r[3]}, want {addr}")
+            bad.append(f"{where}: rcode {r[1]} {r[3]}, want {addr}")
         elif addr is None and r[1] != 3:
-            bad.append(f"{name}: rcode {r[1]} {r[3]}, want NXDOMAIN")
+            bad.append(f"{where}: rcode {r[1]} {r[3]}, want NXDOMAIN")
         else:
             ok += 1
     return ok, bad
 
 
+# memory-pods-compact: a Pod created after the large point's Pods, on a
+# loopback address the check binds to. Its walk answering proves the server
+# took in the whole Pod list (one consistent list holds it and every Pod
+# before it) without asking a pod name, which `client_index compact` under
+# `pods disabled` does not answer.
+WALK_NS, WALK_POD, WALK_IP = "bench-walk", "bench-walk-client", "127.0.0.51"
+WALK_SVC = 9998  # a ClusterIP Service (9999 is headless)
+
+
+def walk_checks() -> list[tuple]:
+    """The search walk of the WALK_POD: a `svc.ns` name under its first search
+    domain is answered (CNAME + the ClusterIP) from its address, NXDOMAIN from
+    an address that is no Pod's."""
+    name = f"{k8s.svc_name(WALK_SVC)}.{k8s.ns_of(WALK_SVC)}.{WALK_NS}.svc.cluster.local"
+    return [(name, k8s.cluster_ip(WALK_SVC), WALK_IP), (name, None, "127.0.0.1")]
+
+
 def measure_memory_pods(ctx: Ctx, servers: list[str], n: int, load_s: float,
-                        autopath: bool = False) -> list[dict]:
+                        mode: str = "plain") -> list[dict]:
     """RSS after sync with 10k Services and N Pods under `pods verified`;
-    every run also checks that pod names are answered (pod_checks). With
-    AUTOPATH the Corefile also has `autopath @kubernetes` (issue 17's memory
-    clause: the same objects, autopath on)."""
-    label = f"memory-10k-svc-{n // 1000}k-pods" + ("-autopath" if autopath else "")
+    every run also checks that pod names are answered (pod_checks). MODE
+    `autopath`: the Corefile also has `autopath @kubernetes` (issue 17's
+    memory clause: the same objects, autopath on). MODE `compact` (issue 19):
+    clusterdns runs autopath on `client_index compact` with `pods disabled`,
+    CoreDNS on `pods verified` (it has no other Pod source for autopath);
+    both are checked with the WALK_POD's search walk (walk_checks), CoreDNS
+    also with the pod names."""
+    label = f"memory-10k-svc-{n // 1000}k-pods" + ("" if mode == "plain" else f"-{mode}")
     # The last Pod in list order (namespace, then name as a string) and the
     # last one created: both answering = the Pod list has been taken in.
     lex_last = max(range(n), key=lambda j: (k8s.pod_ns(j), k8s.pod_name(j)))
-    wait = [(k8s.fqdn(9999), None), (k8s.pod_fqdn(lex_last), k8s.pod_ip(lex_last)),
-            (k8s.pod_fqdn(n - 1), k8s.pod_ip(n - 1))]
-    checks = pod_checks(n)
     rows = []
     for s in servers:
+        compact = mode == "compact" and s == "clusterdns"
+        if compact:
+            block = k8s_block(ctx, "disabled", "        client_index compact\n")
+            wait: list[tuple] = [(k8s.fqdn(9999), None)] + walk_checks()[:1]
+            checks = walk_checks()
+            opts = "pods disabled, client_index compact, autopath @kubernetes"
+        else:
+            block = k8s_block(ctx, "verified")
+            wait = [(k8s.fqdn(9999), None), (k8s.pod_fqdn(lex_last), k8s.pod_ip(lex_last)),
+                    (k8s.pod_fqdn(n - 1), k8s.pod_ip(n - 1))]
+            checks = pod_checks(n)
+            opts = "pods verified" + (", autopath @kubernetes" if mode != "plain" else "")
+            if mode == "compact":
+                wait += walk_checks()[:1]
+                checks += walk_checks()
         vals, hwms, why, fails, passed = [], [], None, [], 0
         for _ in range(ctx.runs):
             port = free_port()
-            cf = (f".:{port} {{\n{k8s_block(ctx, 'verified')}"
-                  + ("    autopath @kubernetes\n" if autopath else "") + "}\n")
+            cf = (f".:{port} {{\n{block}"
+                  + ("    autopath @kubernetes\n" if mode != "plain" else "") + "}\n")
             rss, hwm, why, p = memory_run(ctx, s, cf, port, wait, 120 + n / 500,
-                                          ".memory-pods" + ("-autopath" if autopath else ""))
+                                          ".memory-pods" + ("" if mode == "plain" else f"-{mode}"))
             if p is None:
                 break
             try:
@@ -1007,12 +1057,18 @@ def measure_memory_pods(ctx: Ctx, servers: list[str], n: int, load_s: float,
             vals.append(rss)
             hwms.append(hwm)
         total = len(checks) * len(vals)
-        check = (f"pod names checked: {passed}/{total} right ({len(checks) - 3} Pods answer their IP, "
-                 "3 unverifiable names NXDOMAIN)" if vals else "pod names not checked (never synced)")
+        if compact:
+            what = (f"walk checked: {passed}/{total} right (a Pod created after the {n:,}: "
+                    "CNAME + ClusterIP from its address, NXDOMAIN from a non-Pod)")
+        else:
+            what = (f"pod names checked: {passed}/{total} right ({len(pod_checks(n)) - 3} Pods "
+                    "answer their IP, 3 unverifiable names NXDOMAIN"
+                    + ("; the walk from a Pod's address and a non-Pod's" if mode == "compact" else "")
+                    + ")")
+        check = what if vals else "not checked (never synced)"
         if fails:
-            check = f"pods verified check FAILED ({passed}/{total}): " + "; ".join(fails[:4])
-        note = (f"10k Services + {n:,} Pods, pods verified"
-                + (", autopath @kubernetes" if autopath else "") + f"; {check}; peak (VmHWM) "
+            check = f"check FAILED ({passed}/{total}): " + "; ".join(fails[:4])
+        note = (f"10k Services + {n:,} Pods, {opts}; {check}; peak (VmHWM) "
                 f"{fmt(median(hwms), 1)} MiB; Pods loaded at {load_s:.0f} Pods/s")
         if n == ctx.pods and n < 100000:
             note += (f"; {n // 1000}k Pods instead of 100k"
@@ -1022,7 +1078,7 @@ def measure_memory_pods(ctx: Ctx, servers: list[str], n: int, load_s: float,
         rows.append(row(label, s, rss_mib=median(vals), hwm_mib=median(hwms), runs=len(vals),
                         per_run=vals, pods=n, services=10000, pod_checks_passed=passed,
                         pod_checks_total=total, pod_check_failures=fails, status=status,
-                        reason=note if vals else f"{why}; {note}"))
+                        options=opts, reason=note if vals else f"{why}; {note}"))
         log(f"  {label}/{s}: RSS {fmt(median(vals), 1)} MiB (peak {fmt(median(hwms), 1)}), "
             f"{check}" + (f"; {why}" if why else ""))
     return rows
@@ -1128,7 +1184,8 @@ def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autop
     port = free_port()
     load = print_uptime()
     tag = f".{variant}"
-    p = start_server(ctx, server, None, port, corefile=sc.corefile(port, autopath), tag=tag)
+    p = start_server(ctx, server, None, port, corefile=sc.corefile(port, autopath, sc.compact(variant)),
+                     tag=tag)
     try:
         why = wait_up(p, port, sc.probe, True, secs=60)
         if why:
@@ -1199,6 +1256,10 @@ def measure_autopath(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
     try:
         for variant, autopath, kinds in sc.VARIANTS:
             for s in servers:
+                if sc.compact(variant) and s != "clusterdns":
+                    rows.append(skipped(variant, s, "no compact Pod index: see its "
+                                        f"{variant.removesuffix('-compact')} row (pods verified)"))
+                    continue
                 runs, err = [], None
                 for _ in range(ctx.runs):
                     try:
@@ -1286,6 +1347,13 @@ def ratios(rows: list[dict]) -> list[dict]:
                   per_lookup=True)
         ratio("clusterdns autopath/coredns off", on, by.get((on, "clusterdns")),
               by.get((off, "coredns")), LOOKUP_KEYS, per_lookup=True)
+        # client_index compact against CoreDNS's autopath on pods verified,
+        # and against clusterdns's own on pods verified.
+        ratio("clusterdns compact/coredns autopath", f"{on}-compact",
+              by.get((f"{on}-compact", "clusterdns")), by.get((on, "coredns")), LOOKUP_KEYS,
+              per_lookup=True)
+        ratio("clusterdns compact/verified", f"{on}-compact", by.get((f"{on}-compact", "clusterdns")),
+              by.get((on, "clusterdns")), LOOKUP_KEYS, per_lookup=True)
     # The rewrite path against the same answers without it, per server.
     for srv in ("clusterdns", "coredns"):
         ratio(f"{srv} rewrite/hosts", "rewrite", by.get(("rewrite", srv)), by.get(("hosts", srv)),
@@ -1458,16 +1526,17 @@ def main() -> int:
                 for s, w in why.items():
                     rows.append(skipped("propagation", s, w))
             have = 0  # Pods loaded
-            plain, auto = "memory-pods" in k8s_chosen, "memory-pods-autopath" in k8s_chosen
-            if plain or auto:
-                # Late: 100k Pods weigh on the API server and etcd. The
-                # autopath variant is measured at the large point only.
+            plain = "memory-pods" in k8s_chosen
+            # The variants measured at the large point only.
+            large = [m for m in ("autopath", "compact") if f"memory-pods-{m}" in k8s_chosen]
+            if plain or large:
+                # Late: 100k Pods weigh on the API server and etcd.
                 for n in sorted({10000, ctx.pods}):
                     if not plain and n != ctx.pods:
                         continue
                     labels = ([f"memory-10k-svc-{n // 1000}k-pods"] if plain else []) + (
-                        [f"memory-10k-svc-{n // 1000}k-pods-autopath"] if auto and n == ctx.pods
-                        else [])
+                        [f"memory-10k-svc-{n // 1000}k-pods-{m}" for m in large]
+                        if n == ctx.pods else [])
                     if api is None or not servers:
                         for s, w in why.items():
                             rows += [skipped(label, s, w) for label in labels]
@@ -1484,9 +1553,12 @@ def main() -> int:
                     log(f"loaded {n - have} Pods in {secs:.1f}s ({(n - have) / secs:.0f}/s)")
                     if plain:
                         rows += measure_memory_pods(ctx, servers, n, (n - have) / secs)
-                    if auto and n == ctx.pods:
-                        rows += measure_memory_pods(ctx, servers, n, (n - have) / secs,
-                                                    autopath=True)
+                    if n == ctx.pods:
+                        if "compact" in large:
+                            # After the N Pods: see WALK_POD.
+                            k8s.ensure_client_pod(api, WALK_NS, WALK_POD, WALK_IP)
+                        for m in large:
+                            rows += measure_memory_pods(ctx, servers, n, (n - have) / secs, mode=m)
                     have = n
                     for s, w in why.items():
                         rows += [skipped(label, s, w) for label in labels]

@@ -79,12 +79,13 @@ def ask(port: int, name: str, qtype: int = 1, timeout: float = 0.5, host: str = 
 
 
 def wait_answer(port: int, name: str, deadline_s: float, want_addr: str | None = None,
-                qtype: int = 1, interval: float = 0.05) -> float | None:
+                qtype: int = 1, interval: float = 0.05, src: str | None = None) -> float | None:
     """Poll until NAME answers (NOERROR with an answer, or with WANT_ADDR among
-    the A records). Returns the monotonic time of success, None on timeout."""
+    the A records), asked from SRC when given. Returns the monotonic time of
+    success, None on timeout."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        r = ask(port, name, qtype, timeout=min(0.5, max(0.01, interval * 4)))
+        r = ask(port, name, qtype, timeout=min(0.5, max(0.01, interval * 4)), src=src)
         if r and r[1] == 0 and r[2] > 0 and (want_addr is None or want_addr in r[3]):
             return time.monotonic()
         time.sleep(interval)
