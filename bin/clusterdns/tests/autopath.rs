@@ -17,6 +17,9 @@ use clusterdns_test_support::{
     compare_metrics, coredns_or_skip, setup_errors_differ,
 };
 
+mod common;
+use common::netns::{PodNetns, musl_client, pod_lookups};
+
 fn clusterdns() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_clusterdns"))
 }
@@ -286,138 +289,6 @@ fn setup_errors_read_as_coredns() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// A network namespace (a Pod) linked to the host by a veth pair: the
-/// host end 10.252.S.1/30 is its nameserver, its own end 10.252.S.2/30
-/// its Pod IP; `/etc/netns/NAME` holds a Pod's `resolv.conf` (ndots:5).
-/// Removed on drop.
-struct PodNetns {
-    name: String,
-    host_link: String,
-    etc: std::path::PathBuf,
-}
-
-impl PodNetns {
-    fn create(namespace: &str, s: u8) -> Option<PodNetns> {
-        use std::process::{Command, Stdio};
-        let name = format!("ap17g-{}", std::process::id());
-        let ok = Command::new("ip")
-            .args(["netns", "add", &name])
-            .stdin(Stdio::null())
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!("SKIPPED: cannot create a network namespace (root and `ip` needed)");
-            return None;
-        }
-        let ns = PodNetns {
-            name: name.clone(),
-            host_link: format!("ap17h{}", std::process::id() % 100_000),
-            etc: Path::new("/etc/netns").join(&name),
-        };
-        let peer = format!("ap17n{}", std::process::id() % 100_000);
-        let ip = |args: &[&str]| {
-            let st = Command::new("ip").args(args).stdin(Stdio::null()).status();
-            assert!(st.is_ok_and(|s| s.success()), "ip {args:?}");
-        };
-        ip(&[
-            "link",
-            "add",
-            &ns.host_link,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &peer,
-        ]);
-        ip(&["link", "set", &peer, "netns", &name]);
-        ip(&[
-            "addr",
-            "add",
-            &format!("10.252.{s}.1/30"),
-            "dev",
-            &ns.host_link,
-        ]);
-        ip(&["link", "set", &ns.host_link, "up"]);
-        ip(&[
-            "-n",
-            &name,
-            "addr",
-            "add",
-            &format!("10.252.{s}.2/30"),
-            "dev",
-            &peer,
-        ]);
-        ip(&["-n", &name, "link", "set", &peer, "up"]);
-        ip(&["-n", &name, "link", "set", "lo", "up"]);
-        std::fs::create_dir_all(&ns.etc).expect("/etc/netns/NAME");
-        let resolv = format!(
-            "nameserver 10.252.{s}.1\nsearch {namespace}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
-        );
-        for (file, text) in [
-            ("resolv.conf", resolv.as_str()),
-            ("hosts", "127.0.0.1 localhost\n"),
-            ("nsswitch.conf", "hosts: files dns\n"),
-        ] {
-            std::fs::write(ns.etc.join(file), text).expect("write /etc/netns/NAME file");
-        }
-        Some(ns)
-    }
-
-    /// `getent ahostsv4 NAME` in the namespace: exit status and output.
-    fn getent(&self, name: &str) -> String {
-        self.run(&["getent", "ahostsv4", name])
-    }
-
-    /// A program in the namespace: exit status and output.
-    fn run(&self, argv: &[&str]) -> String {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &self.name])
-            .args(argv)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("ip netns exec");
-        format!(
-            "{} {}",
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout)
-        )
-    }
-}
-
-impl Drop for PodNetns {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.etc);
-        let _ = std::fs::remove_dir("/etc/netns");
-        for args in [
-            ["link", "del", &self.host_link].as_slice(),
-            ["netns", "del", &self.name].as_slice(),
-        ] {
-            let _ = std::process::Command::new("ip")
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-}
-
-/// `tests/clients/getaddrinfo.c` linked statically against musl
-/// (`musl-gcc`, from musl-tools), in `dir`; `None` without musl-gcc.
-fn musl_client(dir: &Path) -> Option<std::path::PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/getaddrinfo.c");
-    let out = dir.join("getaddrinfo-musl");
-    let built = std::process::Command::new("musl-gcc")
-        .args(["-static", "-O2", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status();
-    match built {
-        Ok(st) if st.success() => Some(out),
-        Ok(st) => panic!("musl-gcc failed: {st}"),
-        Err(_) => None,
-    }
-}
-
 /// glibc (`getent`) and musl (a static getaddrinfo client) in a Pod's
 /// network namespace (ndots:5) against each server in turn on the Pod's
 /// nameserver address: the same results and the same number of queries
@@ -430,7 +301,7 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     let other = rig.namespace("ap17-gother").expect("namespace");
     let (h, o) = (home.name().to_string(), other.name().to_string());
     let s = (std::process::id() % 250) as u8;
-    let Some(pod) = PodNetns::create(&h, s) else {
+    let Some(pod) = PodNetns::create("ap17", &h, s) else {
         return;
     };
     let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
@@ -438,10 +309,13 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     rig.apply_yaml(&services_yaml(&o)).expect("services");
     rig.apply_yaml(&services_yaml(&h)).expect("services");
     rig.apply_yaml(&pod_yaml(&h, "client")).expect("pod");
-    set_pod_ip(&rig, &h, "client", Ipv4Addr::new(10, 252, s, 2));
+    set_pod_ip(&rig, &h, "client", pod.pod_ip());
     let corefile = COREFILE
         .replace(".:@PORT@", ".:53")
-        .replace("bind 127.0.0.1", &format!("bind 10.252.{s}.1\n    log"))
+        .replace(
+            "bind 127.0.0.1",
+            &format!("bind {}\n    log", pod.nameserver()),
+        )
         .replace("@UPSTREAM@", &up.addr.port().to_string())
         .replace("@KUBECONFIG@", &rig.kubeconfig().display().to_string());
     let names = [
@@ -458,43 +332,15 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     let musl = musl.as_ref().map(|p| p.display().to_string());
     let mut seen = Vec::new();
     for (label, program) in [("coredns", coredns.as_path()), ("clusterdns", clusterdns())] {
-        let path = dir.path().join(format!("{label}.Corefile"));
-        std::fs::write(&path, &corefile).expect("Corefile");
-        let log = dir.path().join(format!("{label}.log"));
-        let args = vec!["-conf".to_string(), path.display().to_string()];
-        let mut server = clusterdns_test_support::ServerProcess::spawn(label, program, &args, &log)
-            .expect("start");
-        server
-            .wait_listening(
-                SocketAddr::from(([10, 252, s, 1], 53)),
-                Duration::from_secs(30),
-            )
-            .expect("listening");
-        // Until the Pod and the other namespace's service are known.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !pod.getent(&names[0]).starts_with("0 ") {
-            assert!(Instant::now() < deadline, "{label}: not synced");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let mut results = Vec::new();
-        for name in &names {
-            let before = queries_logged(&log);
-            let out = pod.getent(name);
-            results.push(format!(
-                "glibc {name}: {out} queries={}",
-                queries_logged(&log) - before
-            ));
-            if let Some(musl) = &musl {
-                let before = queries_logged(&log);
-                let out = pod.run(&[musl, name]);
-                results.push(format!(
-                    "musl {name}: {out} queries={}",
-                    queries_logged(&log) - before
-                ));
-            }
-        }
-        drop(server);
-        seen.push(results);
+        seen.push(pod_lookups(
+            &pod,
+            dir.path(),
+            label,
+            program,
+            &corefile,
+            &names,
+            musl.as_deref(),
+        ));
     }
     eprintln!("{seen:#?}");
     assert_eq!(
@@ -507,13 +353,4 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     if musl.is_some() {
         assert!(seen[1][1].ends_with("queries=1"), "{:?}", seen[1]);
     }
-}
-
-/// Query log lines (CoreDNS's format) in a server's log so far.
-fn queries_logged(log: &Path) -> usize {
-    std::thread::sleep(Duration::from_millis(300));
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter(|l| l.contains("[INFO] 10.252."))
-        .count()
 }

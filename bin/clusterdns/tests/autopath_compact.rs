@@ -13,15 +13,22 @@ use clusterdns_test_support::{
     Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
 };
 
+mod common;
+use common::netns::{PodNetns, musl_client, pod_lookups};
+
 fn clusterdns() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_clusterdns"))
 }
 
-/// `ext.example.test` has an A record; every other name is NXDOMAIN.
+/// `ext.example.test` has an A record and no AAAA; every other name is
+/// NXDOMAIN.
 const UPSTREAM: &str = r#".:@PORT@ {
     bind 127.0.0.1
     template IN A ext.example.test {
         answer "{{ .Name }} 60 IN A 10.1.2.3"
+    }
+    template IN AAAA ext.example.test {
+        authority "example.test. 60 IN SOA ns.example.test. host.example.test. 1 7200 1800 86400 30"
     }
     template ANY ANY . {
         rcode NXDOMAIN
@@ -220,4 +227,85 @@ fn pod_names_keep_the_pods_mode_answers_with_compact() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Real clients in a Pod's network namespace (ndots:5): glibc (`getent`)
+/// and musl (a static getaddrinfo client) against CoreDNS with `pods
+/// verified` + autopath, then clusterdns with `client_index compact` +
+/// autopath (no Pod objects kept), each on the Pod's nameserver address:
+/// the same results and the same number of queries per lookup, one when
+/// the walk finds the name.
+#[test]
+fn glibc_and_musl_in_a_pod_walk_as_with_coredns_pods_verified() {
+    let Some(rig) = Rig::get() else { return };
+    let coredns = rig.coredns();
+    let home = rig.namespace("apc19-glibc").expect("namespace");
+    let other = rig.namespace("apc19-gother").expect("namespace");
+    let (h, o) = (home.name().to_string(), other.name().to_string());
+    // Another /30 than tests/autopath.rs's for the same process id.
+    let s = ((std::process::id() + 125) % 250) as u8;
+    let Some(pod) = PodNetns::create("apc19", &h, s) else {
+        return;
+    };
+    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
+        .expect("upstream");
+    rig.apply_yaml(&objects(&h, &o)).expect("objects");
+    rig.set_pod_ip(&h, "client", pod.pod_ip().into())
+        .expect("set the pod's IP");
+    let corefile = |pods: &str| {
+        COREFILE
+            .replace(".:@PORT@", ".:53")
+            .replace(
+                "bind 127.0.0.1",
+                &format!("bind {}\n    log", pod.nameserver()),
+            )
+            .replace("@UPSTREAM@", &up.addr.port().to_string())
+            .replace("@KUBECONFIG@", &rig.kubeconfig().display().to_string())
+            .replace("@PODS@", pods)
+    };
+    let names = [
+        format!("web.{o}"),
+        "web".to_string(),
+        "alias".to_string(),
+        "ext.example.test".to_string(),
+        "nothing.example.test".to_string(),
+    ];
+    let dir = clusterdns_test_support::ScratchDir::new("autopath-compact-glibc").expect("dir");
+    let musl = musl_client(dir.path());
+    if musl.is_none() {
+        clusterdns_test_support::skip("no musl-gcc (musl-tools): testing glibc only");
+    }
+    let musl = musl.as_ref().map(|p| p.display().to_string());
+    let runs = [
+        ("coredns", coredns.as_path(), corefile("pods verified")),
+        ("clusterdns", clusterdns(), corefile("client_index compact")),
+    ];
+    let mut seen = Vec::new();
+    for (label, program, corefile) in &runs {
+        seen.push(pod_lookups(
+            &pod,
+            dir.path(),
+            label,
+            program,
+            corefile,
+            &names,
+            musl.as_deref(),
+        ));
+    }
+    eprintln!("{seen:#?}");
+    assert_eq!(
+        seen[0], seen[1],
+        "coredns with pods verified (left) and clusterdns with client_index compact (right) differ"
+    );
+    // The walk happened: one query for a Service of another namespace, of
+    // the Pod's own and for an external name, from each client.
+    let per_client = if musl.is_some() { 2 } else { 1 };
+    for (i, line) in seen[1].iter().enumerate() {
+        if [0, 1, 3].contains(&(i / per_client)) {
+            assert!(
+                line.ends_with("queries=1") && line.contains(": 0 "),
+                "{line}"
+            );
+        }
+    }
 }

@@ -98,17 +98,12 @@ impl Client {
         ]);
         ip(&["-n", &c.netns, "link", "set", &peer, "up"]);
         ip(&["-n", &c.netns, "link", "set", "lo", "up"]);
-        std::fs::create_dir_all(&c.etc).expect("/etc/netns/NAME");
-        let resolv = format!(
-            "nameserver {host}\nsearch {search_ns}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5 attempts:1 timeout:2\n"
+        common::netns::write_pod_etc(
+            &c.etc,
+            &host.to_string(),
+            search_ns,
+            "ndots:5 attempts:1 timeout:2",
         );
-        for (file, text) in [
-            ("resolv.conf", resolv.as_str()),
-            ("hosts", "127.0.0.1 localhost\n"),
-            ("nsswitch.conf", "hosts: files dns\n"),
-        ] {
-            std::fs::write(c.etc.join(file), text).expect("write /etc/netns/NAME file");
-        }
         Some(c)
     }
 

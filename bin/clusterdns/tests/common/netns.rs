@@ -108,3 +108,195 @@ impl Drop for Netns {
         let _ = run(&["ip", "netns", "del", &self.name]);
     }
 }
+
+/// Writes the `/etc/netns/NAME` directory `etc` of a Pod of Kubernetes
+/// namespace `namespace`: `resolv.conf` (`nameserver`, the Pod's search path,
+/// `options`), `hosts` (localhost only) and `nsswitch.conf` (files, then dns).
+pub fn write_pod_etc(etc: &std::path::Path, nameserver: &str, namespace: &str, options: &str) {
+    std::fs::create_dir_all(etc).expect("/etc/netns/NAME");
+    let resolv = format!(
+        "nameserver {nameserver}\nsearch {namespace}.svc.cluster.local svc.cluster.local cluster.local\noptions {options}\n"
+    );
+    for (file, text) in [
+        ("resolv.conf", resolv.as_str()),
+        ("hosts", "127.0.0.1 localhost\n"),
+        ("nsswitch.conf", "hosts: files dns\n"),
+    ] {
+        std::fs::write(etc.join(file), text).expect("write /etc/netns/NAME file");
+    }
+}
+
+/// A Pod: a network namespace linked to the host by a veth pair, the host
+/// end 10.252.S.1/30 its nameserver, its own end 10.252.S.2/30 its Pod IP;
+/// `/etc/netns/NAME` holds a Pod's `resolv.conf` (the Pod's namespace's
+/// search path, ndots:5), so programs run through [`PodNetns::run`] read it.
+/// Removed (files, link, namespace) on drop.
+#[derive(Debug)]
+pub struct PodNetns {
+    pub netns: Netns,
+    s: u8,
+    host_link: String,
+    etc: std::path::PathBuf,
+}
+
+impl PodNetns {
+    /// A Pod of Kubernetes namespace `namespace`, named after `tag` and this
+    /// process; `s` picks its /30. `None` where namespaces cannot be made.
+    pub fn create(tag: &str, namespace: &str, s: u8) -> Option<PodNetns> {
+        let id = std::process::id() % 100_000;
+        let netns = Netns::new(&format!("{tag}g-{id}"))?;
+        let name = netns.name.clone();
+        let (host_link, peer) = (format!("{tag}h{id}"), format!("{tag}n{id}"));
+        must(&format!(
+            "ip link add {host_link} type veth peer name {peer} netns {name} && \
+             ip addr add 10.252.{s}.1/30 dev {host_link} && ip link set {host_link} up && \
+             ip -n {name} addr add 10.252.{s}.2/30 dev {peer} && ip -n {name} link set {peer} up"
+        ));
+        let pod = PodNetns {
+            netns,
+            s,
+            host_link,
+            etc: std::path::Path::new("/etc/netns").join(&name),
+        };
+        write_pod_etc(
+            &pod.etc,
+            &pod.nameserver().to_string(),
+            namespace,
+            "ndots:5",
+        );
+        Some(pod)
+    }
+
+    /// The Pod's address (its end of the link).
+    pub fn pod_ip(&self) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(10, 252, self.s, 2)
+    }
+
+    /// Its nameserver (the host end of the link).
+    pub fn nameserver(&self) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(10, 252, self.s, 1)
+    }
+
+    /// `getent ahostsv4 NAME` in the namespace: exit status and output.
+    pub fn getent(&self, name: &str) -> String {
+        self.run(&["getent", "ahostsv4", name])
+    }
+
+    /// A program in the namespace: exit status and stdout.
+    pub fn run(&self, argv: &[&str]) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.netns.name])
+            .args(argv)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("ip netns exec");
+        format!(
+            "{} {}",
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout)
+        )
+    }
+}
+
+impl Drop for PodNetns {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.etc);
+        // Only when no other test's namespace still has files there.
+        let _ = std::fs::remove_dir("/etc/netns");
+        let _ = run(&["ip", "link", "del", &self.host_link]);
+        // The namespace itself goes when `netns` drops.
+    }
+}
+
+/// `tests/clients/getaddrinfo.c` linked statically against musl
+/// (`musl-gcc`, from musl-tools), in `dir`; `None` without musl-gcc.
+pub fn musl_client(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/getaddrinfo.c");
+    let out = dir.join("getaddrinfo-musl");
+    let built = Command::new("musl-gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status();
+    match built {
+        Ok(st) if st.success() => Some(out),
+        Ok(st) => panic!("musl-gcc failed: {st}"),
+        Err(_) => None,
+    }
+}
+
+/// Starts `program` (named `label`) on `corefile`, which binds the Pod's
+/// nameserver on port 53 with `log` on; waits until `names[0]` resolves in
+/// the Pod (the server has synced); then looks each name up with glibc
+/// (`getent ahostsv4`) and, given `musl`, the musl client. One line per
+/// lookup: client, name, exit status, output and how many queries the
+/// server logged for it. The server is stopped before returning.
+pub fn pod_lookups(
+    pod: &PodNetns,
+    dir: &std::path::Path,
+    label: &str,
+    program: &std::path::Path,
+    corefile: &str,
+    names: &[String],
+    musl: Option<&str>,
+) -> Vec<String> {
+    use std::time::{Duration, Instant};
+    let path = dir.join(format!("{label}.Corefile"));
+    std::fs::write(&path, corefile).expect("Corefile");
+    let log = dir.join(format!("{label}.log"));
+    let args = vec!["-conf".to_string(), path.display().to_string()];
+    let mut server =
+        clusterdns_test_support::ServerProcess::spawn(label, program, &args, &log).expect("start");
+    server
+        .wait_listening(
+            std::net::SocketAddr::from((pod.nameserver(), 53)),
+            Duration::from_secs(30),
+        )
+        .expect("listening");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pod.getent(&names[0]).starts_with("0 ") {
+        assert!(Instant::now() < deadline, "{label}: not synced");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let marker = format!("[INFO] {}:", pod.pod_ip());
+    // The queries the client sent for `name`: log lines from the Pod for
+    // `name.` or `name.SEARCH.`. CoreDNS also logs, from the client's
+    // address, the lookup of an ExternalName's target that its kubernetes
+    // plugin sends through the server itself; that never came from the
+    // client, and its name is the target's.
+    let logged = |name: &str| {
+        // The log line of the last query is written after its reply.
+        std::thread::sleep(Duration::from_millis(300));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let asked = format!("{}.", name.to_ascii_lowercase());
+        text.lines()
+            .filter(|l| l.contains(&marker))
+            .filter(|l| {
+                // `... - ID "TYPE CLASS NAME proto size do bufsize" ...`
+                l.split('"')
+                    .nth(1)
+                    .and_then(|q| q.split_whitespace().nth(2))
+                    .is_some_and(|q| q.to_ascii_lowercase().starts_with(&asked))
+            })
+            .count()
+    };
+    let mut results = Vec::new();
+    for name in names {
+        let before = logged(name);
+        let out = pod.getent(name);
+        results.push(format!(
+            "glibc {name}: {out} queries={}",
+            logged(name) - before
+        ));
+        if let Some(musl) = musl {
+            let before = logged(name);
+            let out = pod.run(&[musl, name]);
+            results.push(format!(
+                "musl {name}: {out} queries={}",
+                logged(name) - before
+            ));
+        }
+    }
+    drop(server);
+    results
+}
