@@ -8,9 +8,9 @@
 //!
 //! The Corefile is set up as `serve` sets it up, nothing is bound, and the
 //! query runs through the listener of `-port` (53 by default) as if it came
-//! from `-from` (a Pod's IP: what *autopath* and `isolate` look at). The
-//! *kubernetes* blocks read `-objects` (what `kubectl get
-//! ns,svc,endpointslices,pods -A -o yaml` prints) or the cluster of
+//! from `-from` (a Pod's IP: what *autopath*, `isolate` and `zone_aware`
+//! look at). The *kubernetes* blocks read `-objects` (what `kubectl get
+//! ns,svc,endpointslices,pods[,nodes] -A -o yaml` prints) or the cluster of
 //! `-kubeconfig` in place of their own source; without either they use
 //! what the Corefile says. `log`, `loop` and `reload` are left out: they
 //! change no answer, and would write to stdout, query the listen address

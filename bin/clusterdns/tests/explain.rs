@@ -356,3 +356,175 @@ fn a_non_utf8_argument_is_refused_for_every_job() {
         assert!(!err.contains("panicked"), "{job:?}: {err}");
     }
 }
+
+/// Namespace `z`: Nodes in zones a and b and one without a zone label, a
+/// client Pod on each, and the headless Service `db` with one ready
+/// endpoint in zone a and two in zone b.
+const ZONE_DUMP: &str = "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: z}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n-a, labels: {topology.kubernetes.io/zone: a}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n-b, labels: {topology.kubernetes.io/zone: b}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n-none}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: client-a, namespace: z}
+  spec: {nodeName: n-a, containers: [{name: c, image: none}]}
+  status: {phase: Running, podIP: 10.244.0.5, podIPs: [{ip: 10.244.0.5}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: client-b, namespace: z}
+  spec: {nodeName: n-b, containers: [{name: c, image: none}]}
+  status: {phase: Running, podIP: 10.244.2.5, podIPs: [{ip: 10.244.2.5}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: client-none, namespace: z}
+  spec: {nodeName: n-none, containers: [{name: c, image: none}]}
+  status: {phase: Running, podIP: 10.244.3.5, podIPs: [{ip: 10.244.3.5}]}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: db, namespace: z}
+  spec: {clusterIP: None, ports: [{name: sql, port: 5432, protocol: TCP}]}
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  metadata: {name: db-1, namespace: z, labels: {kubernetes.io/service-name: db}}
+  addressType: IPv4
+  ports: [{name: sql, port: 5432, protocol: TCP}]
+  endpoints:
+  - {addresses: [10.244.1.1], conditions: {ready: true}, zone: a}
+  - {addresses: [10.244.1.2], conditions: {ready: true}, zone: b}
+  - {addresses: [10.244.1.3], conditions: {ready: true}, zone: b}
+";
+
+/// With `zone_aware`, explain names the client's zone and where it came
+/// from (its Pod's Node label, a CIDR map entry, or why it has none) and
+/// the endpoints kept, and the reply holds exactly those; with `client_index
+/// compact` the Pod count is the compact index's.
+#[test]
+fn zone_aware_and_compact_are_explained() {
+    let port = free_port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let objects = dir.path().join("objects.yaml");
+    std::fs::write(&objects, ZONE_DUMP).expect("write dump");
+    let objects = objects.display().to_string();
+    let p = port.to_string();
+    let run = |option: &str, from: &str, name: &str, qtype: &str| {
+        let cf = dir.path().join("Corefile");
+        let text = corefile(port, "").replace(
+            "pods insecure\n",
+            &format!("pods insecure\n        {option}\n"),
+        );
+        std::fs::write(&cf, text).expect("write Corefile");
+        let cf = cf.display().to_string();
+        let r = explain(
+            dir.path(),
+            &[
+                "-conf", &cf, "-objects", &objects, "-port", &p, "-from", from, name, qtype,
+            ],
+        );
+        assert_eq!(
+            r.code,
+            Some(0),
+            "{option} {from} {name}: {}{}",
+            r.out,
+            r.err
+        );
+        r.out
+    };
+    let db = "db.z.svc.cluster.local";
+    let (all, in_b) = (&["1", "2", "3"][..], &["2", "3"][..]);
+    let map = "zone_aware 10.244.0.0/24 b 10.244.0.0/16 a";
+    // (option, client, what explain says, the endpoints answered: 10.244.1.N)
+    let cases: [(&str, &str, &[&str], &[&str]); 8] = [
+        (
+            "zone_aware",
+            "10.244.0.5",
+            &[
+                "zone_aware: the client 10.244.0.5 is in zone a: Pod z/client-a is on Node n-a, \
+                 labelled topology.kubernetes.io/zone=a",
+                "kept the 1 of 3 ready endpoints meant for zone a (hints.forZones, else the \
+                 endpoint's zone): 10.244.1.1\n",
+                "so: 1 A record(s)",
+            ],
+            &["1"],
+        ),
+        (
+            "zone_aware",
+            "10.244.2.5",
+            &[
+                "is in zone b: Pod z/client-b is on Node n-b",
+                "kept the 2 of 3 ready endpoints meant for zone b",
+            ],
+            in_b,
+        ),
+        (
+            "zone_aware",
+            "10.244.3.5",
+            &[
+                "has no zone: Pod z/client-none is on Node n-none, which has no \
+                 topology.kubernetes.io/zone label",
+                "every ready endpoint kept (the client's zone is unknown)",
+            ],
+            all,
+        ),
+        (
+            "zone_aware",
+            "10.9.9.9",
+            &["has no zone: no Pod has that address"],
+            all,
+        ),
+        // The CIDR map: the first network holding the client wins.
+        (
+            map,
+            "10.244.0.5",
+            &["the client 10.244.0.5 is in zone b: the CIDR map entry `10.244.0.0/24 b`"],
+            in_b,
+        ),
+        (
+            map,
+            "10.9.9.9",
+            &["it is in none of the CIDR map's networks"],
+            all,
+        ),
+        // A zone with no endpoint of the family: all of them.
+        (
+            "zone_aware 10.244.0.0/16 c",
+            "10.244.0.5",
+            &[
+                "every ready endpoint kept (none of the asked family is meant for the client's \
+               zone)",
+            ],
+            all,
+        ),
+        // Without the option nothing about zones is said.
+        ("", "10.244.0.5", &[", 3 Pods, "], all),
+    ];
+    for (option, from, says, kept) in cases {
+        let out = run(option, from, db, "A");
+        for line in says {
+            assert!(
+                out.contains(line),
+                "{option} from {from}: {line:?} in\n{out}"
+            );
+        }
+        assert_eq!(option.is_empty(), !out.contains("zone_aware"), "{out}");
+        let want: Vec<String> = kept
+            .iter()
+            .map(|n| format!("{db}. 5 IN A 10.244.1.{n}"))
+            .collect();
+        assert_eq!(answers(&out), want, "{option} from {from}");
+    }
+
+    // The compact index keeps no Pod objects: its own count is shown.
+    let out = run("client_index compact", "10.244.0.5", db, "A");
+    assert!(out.contains(", 3 Pods in the compact index, "), "{out}");
+}

@@ -91,6 +91,9 @@ pub struct Counts {
     pub endpoints: usize,
     /// Pods with an IP.
     pub pods: usize,
+    /// Pods in the compact Pod index (`Index::set_pods_compact`), which keeps
+    /// no Pod objects (so `pods` is 0 then).
+    pub compact_pods: usize,
     /// Namespaces.
     pub namespaces: usize,
     /// Distinct IPs in the reverse (PTR) index.
@@ -344,6 +347,7 @@ impl Snapshot {
             }
         }
         c.pods = pods.len();
+        c.compact_pods = self.compact.values().map(|at| at.pods as usize).sum();
         c
     }
 }

@@ -11,6 +11,7 @@ use super::lookup::Found;
 use super::lookup::PodMode;
 use super::names::{PodOrSvc, split_at};
 use super::plan::{Plan, family_of};
+use super::zone::in_zone;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -65,8 +66,13 @@ impl Kubernetes {
         };
         let snap = self.snapshots.load();
         let c = snap.counts();
+        let pods = if self.client_compact {
+            format!("{} Pods in the compact index", c.compact_pods)
+        } else {
+            format!("{} Pods", c.pods)
+        };
         let mut out = vec![format!(
-            "zone {zone}; the index {} ({} Services, {} EndpointSlices with {} addresses, {} Pods, \
+            "zone {zone}; the index {} ({} Services, {} EndpointSlices with {} addresses, {pods}, \
              {} Namespaces)",
             if snap.synced() {
                 "is synced"
@@ -76,7 +82,6 @@ impl Kubernetes {
             c.services,
             c.slices,
             c.endpoints,
-            c.pods,
             c.namespaces
         )];
         if self.no_aaaa && req.qtype() == Rtype::AAAA && !self.falls_through(lower) {
@@ -101,7 +106,11 @@ impl Kubernetes {
             Ok(p) => self.explain_parsed(&snap, &p, &mut out),
         }
         let qtype = req.qtype();
-        out.push(match self.plan(&snap, &s, qtype) {
+        let mut plan = self.plan(&snap, &s, qtype);
+        if self.zone_filter(req, &snap, qtype, &mut plan) {
+            self.explain_zone(req, &snap, qtype, &plan, &mut out);
+        }
+        out.push(match plan {
             Plan::NameError if self.falls_through(lower) => {
                 "the name does not exist here: fallthrough passes it to the next plugin".into()
             }
@@ -117,9 +126,10 @@ impl Kubernetes {
                         .iter()
                         .filter(|ip| family_of(qtype, **ip))
                         .count(),
-                    Found::Endpoints { eps, .. } => eps
+                    Found::Endpoints { eps, zone, .. } => eps
                         .ready()
                         .filter(|(_, e)| family_of(qtype, e.ip()))
+                        .filter(|(_, e)| zone.is_none_or(|z| in_zone(e, z)))
                         .count(),
                     Found::External(svc) => {
                         return {
@@ -149,6 +159,64 @@ impl Kubernetes {
             Plan::Ns => "so: the zone's NS record".into(),
         });
         out
+    }
+
+    /// `zone_aware` narrowed (or could have narrowed) a headless Service's
+    /// answer: the client's zone and its source, and which endpoints stay.
+    fn explain_zone(
+        &self,
+        req: &Request<'_>,
+        snap: &Snapshot,
+        qtype: Rtype,
+        plan: &Plan<'_, '_>,
+        out: &mut Vec<String>,
+    ) {
+        let (Some(za), Plan::Addrs(found) | Plan::Srv(found)) = (&self.zone_aware, plan) else {
+            return;
+        };
+        let Found::Endpoints { eps, zone, .. } = found else {
+            return;
+        };
+        out.push(format!(
+            "zone_aware: {}",
+            za.explain_client_zone(snap, req.client.ip())
+        ));
+        let fits = |ip| qtype == Rtype::SRV || family_of(qtype, ip);
+        let ready: Vec<_> = eps.ready().filter(|(_, e)| fits(e.ip())).collect();
+        let ips = |v: &[&clusterdns_k8s::Endpoint]| {
+            v.iter()
+                .map(|e| e.ip().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push(match zone {
+            Some(z) => {
+                let kept: Vec<_> = ready
+                    .iter()
+                    .map(|(_, e)| *e)
+                    .filter(|e| in_zone(e, z))
+                    .collect();
+                format!(
+                    "zone_aware: kept the {} of {} ready endpoints meant for zone {z} \
+                     (hints.forZones, else the endpoint's zone): {}",
+                    kept.len(),
+                    ready.len(),
+                    ips(&kept)
+                )
+            }
+            None => {
+                let all: Vec<_> = ready.iter().map(|(_, e)| *e).collect();
+                format!(
+                    "zone_aware: every ready endpoint kept ({}): {}",
+                    if za.client_zone_known(snap, req.client.ip()) {
+                        "none of the asked family is meant for the client's zone"
+                    } else {
+                        "the client's zone is unknown"
+                    },
+                    ips(&all)
+                )
+            }
+        });
     }
 
     fn explain_parsed(&self, snap: &Snapshot, p: &super::names::Parsed<'_>, out: &mut Vec<String>) {

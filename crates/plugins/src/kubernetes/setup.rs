@@ -56,8 +56,9 @@ struct Options {
     isolate_unknown: Option<Unknown>,
     /// `isolate_namespace_labels`.
     isolate_labels: Vec<LabelSelector>,
-    /// `zone_aware`: `None` off, else its `CIDR ZONE` pairs.
-    zone_aware: Option<Vec<(Nets, Box<str>)>>,
+    /// `zone_aware`: `None` off, else its `CIDR ZONE` pairs (the CIDR's
+    /// text kept for `explain`).
+    zone_aware: Option<super::zone::CidrZones>,
     /// `client_index compact`.
     client_compact: bool,
 }
@@ -342,7 +343,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                         return Err(p.err(format!("zone_aware: invalid CIDR '{}'", pair[0])));
                     }
                     nets.seal();
-                    map.push((nets, Box::from(pair[1])));
+                    map.push((nets, Box::from(pair[1]), Box::from(pair[0])));
                 }
                 o.zone_aware = Some(map);
             }

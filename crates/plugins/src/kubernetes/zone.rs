@@ -14,13 +14,18 @@ use super::lookup::{Found, Host};
 use super::plan::{Plan, family_of};
 use crate::acl::Nets;
 
+/// `zone_aware`'s `CIDR ZONE` pairs in Corefile order: the networks, the
+/// zone, and the CIDR as written (for `explain`).
+pub(crate) type CidrZones = Vec<(Nets, Box<str>, Box<str>)>;
+
 /// The `zone_aware` option.
 #[derive(Debug)]
 pub(crate) struct ZoneAware {
     /// `CIDR ZONE` pairs in Corefile order: the first network holding the
     /// client's address gives its zone. Empty: the zone is found through
-    /// the client's Pod and its Node (Pods and Nodes are watched).
-    pub(crate) map: Vec<(Nets, Box<str>)>,
+    /// the client's Pod and its Node (Pods and Nodes are watched). The
+    /// third field is the CIDR as written, for `explain`.
+    pub(crate) map: CidrZones,
 }
 
 impl ZoneAware {
@@ -36,8 +41,8 @@ impl ZoneAware {
             return self
                 .map
                 .iter()
-                .find(|(nets, _)| nets.contains(ip))
-                .map(|(_, zone)| &**zone);
+                .find(|(nets, ..)| nets.contains(ip))
+                .map(|(_, zone, _)| &**zone);
         }
         // Pods sharing an address (host-network Pods) share their node;
         // Pods of several nodes at one address (a stale Pod left over
@@ -52,6 +57,59 @@ impl ZoneAware {
             }
         }
         snap.node(node?)?.zone()
+    }
+}
+
+impl ZoneAware {
+    /// For `explain`: whether the client at `ip` has a zone.
+    pub(crate) fn client_zone_known(&self, snap: &Snapshot, ip: IpAddr) -> bool {
+        self.client_zone(snap, ip).is_some()
+    }
+
+    /// For `explain`: the zone [`client_zone`](Self::client_zone) gives the
+    /// client at `ip`, and from what, or why it has none.
+    pub(crate) fn explain_client_zone(&self, snap: &Snapshot, ip: IpAddr) -> String {
+        let ip = ip.to_canonical();
+        if !self.by_node() {
+            return match self.map.iter().find(|(nets, ..)| nets.contains(ip)) {
+                Some((_, zone, cidr)) => {
+                    format!("the client {ip} is in zone {zone}: the CIDR map entry `{cidr} {zone}`")
+                }
+                None => {
+                    format!("the client {ip} has no zone: it is in none of the CIDR map's networks")
+                }
+            };
+        }
+        let pods: Vec<_> = snap.pods_at(ip).collect();
+        let Some(first) = pods.first() else {
+            return format!("the client {ip} has no zone: no Pod has that address");
+        };
+        let who = format!("Pod {}/{}", first.namespace(), first.name());
+        let Some(node) = first.node_name() else {
+            return format!("the client {ip} has no zone: {who} is on no Node (not scheduled)");
+        };
+        if pods
+            .iter()
+            .any(|p| !p.node_name().is_some_and(|n| n.eq_ignore_ascii_case(node)))
+        {
+            return format!(
+                "the client {ip} has no zone: Pods of several Nodes (or none) have that address"
+            );
+        }
+        match snap.node(node).map(|n| n.zone()) {
+            None => format!(
+                "the client {ip} has no zone: {who} is on Node {node}, which the index does not \
+                 hold (Nodes must be listed and watched)"
+            ),
+            Some(None) => format!(
+                "the client {ip} has no zone: {who} is on Node {node}, which has no \
+                 topology.kubernetes.io/zone label"
+            ),
+            Some(Some(zone)) => format!(
+                "the client {ip} is in zone {zone}: {who} is on Node {node}, labelled \
+                 topology.kubernetes.io/zone={zone}"
+            ),
+        }
     }
 }
 
