@@ -253,6 +253,19 @@ fn relative(from: &Path, to: &Path) -> PathBuf {
     out.join(to.strip_prefix("/").unwrap_or(to))
 }
 
+/// The overlay example `DIR/kustomization.yaml` of deploy/README.md.
+fn readme_example(dir: &str) -> String {
+    let readme = std::fs::read_to_string(workspace_root().join("deploy/README.md"))
+        .expect("deploy/README.md");
+    let head = format!("```yaml\n# {dir}/kustomization.yaml\n");
+    let start = readme
+        .find(&head)
+        .unwrap_or_else(|| panic!("the {dir} overlay example in deploy/README.md"))
+        + "```yaml\n".len();
+    let len = readme[start..].find("```").expect("end of the example");
+    readme[start..start + len].to_string()
+}
+
 /// The overlay example of deploy/README.md, as written there, renders the
 /// base with its image, replica count and Service address changed.
 #[test]
@@ -261,14 +274,7 @@ fn the_readme_overlay_sets_image_replicas_and_address() {
     if !kubectl.exists() {
         return skip("no kubectl in the rig: run `scripts/rig build`");
     }
-    let readme = std::fs::read_to_string(workspace_root().join("deploy/README.md"))
-        .expect("deploy/README.md");
-    let start = readme
-        .find("```yaml\n# my-dns/kustomization.yaml\n")
-        .expect("the overlay example in deploy/README.md")
-        + "```yaml\n".len();
-    let len = readme[start..].find("```").expect("end of the example");
-    let example = &readme[start..start + len];
+    let example = readme_example("my-dns");
     let dir = tempfile::tempdir().expect("tempdir");
     let overlay = dir.path().join("my-dns");
     std::fs::create_dir(&overlay).expect("mkdir");
@@ -1112,4 +1118,125 @@ fn the_readme_node_cache_overlay_names_the_pushed_image() {
         c["image"] = Yaml::from("registry.example/clusterdns-node-cache:0.1.0");
     }
     assert_eq!(out, base, "only the image changes");
+}
+
+/// Whether the cluster DNS's ServiceAccount may `verb` `resource`, as the
+/// API server's authorizer decides (`kubectl auth can-i --as`).
+fn dns_can(rig: &Rig, verb: &str, resource: &str) -> bool {
+    let out = Command::new(rig_dir().join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(rig.kubeconfig())
+        .args(["auth", "can-i", verb, resource])
+        .arg("--as=system:serviceaccount:kube-system:coredns")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kubectl");
+    // `yes` exits 0, `no` 1.
+    match (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).trim(),
+    ) {
+        (Some(0), "yes") => true,
+        (Some(1), "no") => false,
+        (code, said) => panic!(
+            "kubectl auth can-i {verb} {resource}: {code:?} {said} {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Bare `zone_aware` reads Nodes; the default ClusterRole leaves them out
+/// (least privilege). The opt-in, as deploy/README.md gives it (the
+/// `zone-aware-nodes` component in an overlay, or Helm's `rbac.nodes`),
+/// adds exactly Nodes `list`, `watch` and changes nothing else; applied on
+/// a private rig, the API server lets the ServiceAccount list and watch
+/// Nodes with it (not `get`, not write), and not without it.
+#[test]
+fn nodes_for_zone_aware_are_an_opt_in_of_kustomize_and_helm() {
+    let Some(helm) = helm_bin() else { return };
+    let kubectl = rig_dir().join("bin/kubectl");
+    if !kubectl.exists() {
+        return skip("no kubectl in the rig: run `scripts/rig build`");
+    }
+    let helm = Helm::new(helm);
+    let example = readme_example("zone-dns");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = dir.path().join("zone-dns");
+    std::fs::create_dir(&overlay).expect("mkdir");
+    let deploy = workspace_root().join("deploy");
+    let rel = |p: &str| relative(&overlay, &deploy.join(p)).display().to_string();
+    let text = example
+        .replace("../deploy/cluster-dns", &rel("cluster-dns"))
+        .replace("../deploy/zone-aware-nodes", &rel("zone-aware-nodes"));
+    std::fs::write(overlay.join("kustomization.yaml"), &text).expect("write");
+
+    let base = objects(&kubectl_kustomize());
+    let with = objects(&kustomize(&overlay));
+    let role = "ClusterRole//system:coredns";
+    let nodes =
+        serde_json::json!({"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]});
+    let rules = |o: &BTreeMap<String, Yaml>| serde_json::to_value(&o[role]["rules"]).expect("json");
+    let mut want = rules(&base);
+    want.as_array_mut().expect("rules").push(nodes.clone());
+    assert_eq!(rules(&with), want);
+    assert!(!rules(&base).to_string().contains("nodes"));
+    for (key, obj) in &base {
+        if key != role {
+            assert_eq!(&with[key], obj, "{key} is the base's");
+        }
+    }
+    assert_eq!(
+        with.keys().collect::<Vec<_>>(),
+        base.keys().collect::<Vec<_>>()
+    );
+
+    // Helm: the same objects as the overlay with rbac.nodes, as the base
+    // without (helm_defaults_render_exactly_the_kustomize_objects).
+    let from_helm = objects(&helm.template("kube-system", &["--set", "rbac.nodes=true"]));
+    assert_same_objects(&with, &from_helm);
+
+    let Some(private) = PrivateRig::start(&[]) else {
+        return;
+    };
+    let rig = private.rig();
+    rig.kubectl(&["apply", "-k", kustomization().to_str().expect("utf-8")])
+        .expect("apply the base");
+    assert!(
+        dns_can(rig, "list", "services"),
+        "the base grants its reads"
+    );
+    assert!(!dns_can(rig, "list", "nodes"), "the base grants no Nodes");
+    rig.kubectl(&["apply", "-k", overlay.to_str().expect("utf-8")])
+        .expect("apply the overlay");
+    eventually(10, "the overlay to grant Nodes watch", || {
+        dns_can(rig, "watch", "nodes")
+            .then_some(())
+            .ok_or("not yet".to_string())
+    });
+    assert!(dns_can(rig, "list", "nodes"));
+    for (verb, resource) in [("get", "nodes"), ("update", "nodes"), ("list", "secrets")] {
+        assert!(!dns_can(rig, verb, resource), "{verb} {resource} granted");
+    }
+    // Helm's role with the value off takes Nodes away again; on, grants them.
+    let role_only = |args: &[&str]| {
+        let out = objects(&helm.template("kube-system", args));
+        serde_norway::to_string(&out[role]).expect("yaml")
+    };
+    rig.kubectl_with_input(&["apply", "-f", "-"], &role_only(&[]))
+        .expect("apply helm's default role");
+    eventually(10, "helm's default role to take Nodes away", || {
+        (!dns_can(rig, "list", "nodes"))
+            .then_some(())
+            .ok_or("still granted".to_string())
+    });
+    rig.kubectl_with_input(
+        &["apply", "-f", "-"],
+        &role_only(&["--set", "rbac.nodes=true"]),
+    )
+    .expect("apply helm's role with rbac.nodes");
+    eventually(10, "helm's rbac.nodes to grant Nodes list", || {
+        dns_can(rig, "list", "nodes")
+            .then_some(())
+            .ok_or("not yet".to_string())
+    });
 }
