@@ -14,7 +14,8 @@
 //! `-kubeconfig` in place of their own source; without either they use
 //! what the Corefile says. `log`, `loop` and `reload` are left out: they
 //! change no answer, and would write to stdout, query the listen address
-//! or watch the file. Forwarding happens for real.
+//! or watch the file. Forwarding happens for real. The explanation is all
+//! that goes to stdout: log lines go to stderr.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -303,6 +304,9 @@ pub fn main(program: &str, args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // stdout is the explanation; log lines (a watch failing, a plugin's
+    // errors) go beside it on stderr.
+    clusterdns_observe::log::to_stderr();
     let rt = match crate::process::runtime() {
         Ok(rt) => rt,
         Err(e) => {

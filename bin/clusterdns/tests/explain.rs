@@ -49,6 +49,16 @@ fn explain(dir: &Path, args: &[&str]) -> Run {
     }
 }
 
+/// `explain NAME A` on the Corefile at `cf`, the demo dump as the cluster.
+fn explain_in_dump(dir: &Path, cf: &str, port: u16, name: &str) -> Run {
+    let objects = dump().display().to_string();
+    let port = port.to_string();
+    explain(
+        dir,
+        &["-conf", cf, "-objects", &objects, "-port", &port, name, "A"],
+    )
+}
+
 fn with_corefile(text: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("Corefile");
@@ -204,20 +214,7 @@ fn a_forwarded_name_names_its_upstreams() {
     let port = free_port();
     let to = format!("127.0.0.1:{}", upstream.port);
     let (dir, cf) = with_corefile(&corefile(port, &format!("    forward . {to}\n")));
-    let objects = dump().display().to_string();
-    let r = explain(
-        dir.path(),
-        &[
-            "-conf",
-            &cf,
-            "-objects",
-            &objects,
-            "-port",
-            &port.to_string(),
-            "example.org",
-            "A",
-        ],
-    );
+    let r = explain_in_dump(dir.path(), &cf, port, "example.org");
     assert_eq!(r.code, Some(0), "{}{}", r.out, r.err);
     assert!(r.out.contains("answered by: forward"), "{}", r.out);
     assert!(
@@ -229,6 +226,29 @@ fn a_forwarded_name_names_its_upstreams() {
     // whoami's reply came back through the forward.
     assert!(r.out.contains("status: NOERROR"), "{}", r.out);
     assert!(r.out.contains("_udp.example.org."), "{}", r.out);
+}
+
+/// stdout is the explanation alone: the line *errors* logs for a failed
+/// forward goes to stderr (a watch error written in the middle of the
+/// answer section once broke a reading of stdout).
+#[test]
+fn log_lines_go_to_stderr_not_into_the_explanation() {
+    // Nothing listens on the upstream's port: the forward fails.
+    let dead = free_port();
+    let port = free_port();
+    let (dir, cf) = with_corefile(&corefile(
+        port,
+        &format!("    forward . 127.0.0.1:{dead}\n"),
+    ));
+    let r = explain_in_dump(dir.path(), &cf, port, "example.org");
+    assert_eq!(r.code, Some(0), "{}{}", r.out, r.err);
+    assert!(r.out.contains("status: SERVFAIL"), "{}", r.out);
+    assert!(
+        r.err.contains("[ERROR] plugin/errors: 2 example.org. A:"),
+        "stderr: {}",
+        r.err
+    );
+    assert!(!r.out.contains("[ERROR]"), "stdout: {}", r.out);
 }
 
 #[test]

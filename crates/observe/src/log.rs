@@ -163,7 +163,21 @@ fn recycle(free: &Sender<Vec<u8>>, mut buf: Vec<u8>) {
     }
 }
 
+/// Whether lines go to stderr instead of stdout (see [`to_stderr`]).
+static STDERR: AtomicBool = AtomicBool::new(false);
+
+/// Sends every later line to standard error: for jobs whose standard output
+/// is their result (`clusterdns explain`), where a watch error logged in
+/// the middle would corrupt what a reader or a script takes from stdout.
+pub fn to_stderr() {
+    STDERR.store(true, Ordering::Relaxed);
+}
+
 fn write_stdout(bytes: &[u8]) -> bool {
+    if STDERR.load(Ordering::Relaxed) {
+        let mut out = std::io::stderr().lock();
+        return out.write_all(bytes).is_ok() && out.flush().is_ok();
+    }
     let mut out = std::io::stdout().lock();
     out.write_all(bytes).is_ok() && out.flush().is_ok()
 }
