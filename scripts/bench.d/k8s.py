@@ -296,3 +296,54 @@ def _propagation(api: Api, ports: dict[str, int], changes: int, timeout_s: float
         for srv in pending:
             out[srv].append(None)
     return out
+
+
+# --------------------------------------------------------------------------
+# Command line, for tests that load a data set of their own
+# --------------------------------------------------------------------------
+
+def bulk(api: Api, lines: list[str], threads: int = 16) -> float:
+    """Sends the requests of LINES, each `METHOD PATH [JSON]` (POST creates,
+    PATCH is a merge patch, DELETE deletes), on THREADS threads, in no
+    particular order; returns seconds taken."""
+    t0 = time.monotonic()
+    reqs = [ln.split(" ", 2) for ln in lines if ln.strip()]
+
+    def one(k: int) -> None:
+        method, path, *body = reqs[k]
+        data = body[0].encode() if body else None
+        if method == "POST":
+            api.create(path, data)
+        elif method == "PATCH":
+            api.merge_patch(path, data)
+        elif method == "DELETE":
+            api.delete(path)
+        else:
+            raise RuntimeError(f"unknown method {method!r}")
+
+    _parallel(0, len(reqs), threads, "requests", one)
+    return time.monotonic() - t0
+
+
+def _main(argv: list[str]) -> int:
+    """`k8s.py bulk KUBECONFIG [THREADS] < REQUESTS`: the requests of stdin
+    (see `bulk`); `k8s.py pods KUBECONFIG START END`: Pods START..END as
+    `load_pods` makes them. Prints the seconds taken."""
+    import sys
+
+    if len(argv) >= 2 and argv[0] == "bulk":
+        threads = int(argv[2]) if len(argv) > 2 else 16
+        secs = bulk(Api(argv[1]), sys.stdin.read().splitlines(), threads)
+    elif len(argv) == 4 and argv[0] == "pods":
+        secs = load_pods(Api(argv[1]), int(argv[2]), int(argv[3]))
+    else:
+        print(_main.__doc__, file=sys.stderr)
+        return 2
+    print(f"{secs:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))
