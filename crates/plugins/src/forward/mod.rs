@@ -121,8 +121,12 @@ struct Leader<'a> {
 impl Leader<'_> {
     /// Hands the leader's result to the queries that waited for it; the
     /// reply is copied into a shared buffer only when there are any.
-    fn finish(self, r: &Result<Vec<u8>, io::Error>) {
-        let waiters = self.f.waiting.lock().remove(&self.key).unwrap_or_default();
+    fn finish(mut self, r: &Result<Vec<u8>, io::Error>) {
+        // The key leaves `self`, which tells `drop` the entry is gone
+        // (a key is never empty: it holds at least the transport byte).
+        // `mem::forget(self)` here leaked the key, one per forwarded query.
+        let key = std::mem::take(&mut self.key);
+        let waiters = self.f.waiting.lock().remove(&key).unwrap_or_default();
         if !waiters.is_empty() {
             let shared: Shared = match r {
                 Ok(reply) => Ok(Arc::from(reply.as_slice())),
@@ -132,7 +136,6 @@ impl Leader<'_> {
                 let _ = tx.send(shared.clone());
             }
         }
-        std::mem::forget(self);
     }
 }
 
@@ -161,7 +164,9 @@ impl std::ops::Index<usize> for Order {
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
         // Dropped without finishing: the waiters see a closed channel.
-        self.f.waiting.lock().remove(&self.key);
+        if !self.key.is_empty() {
+            self.f.waiting.lock().remove(&self.key);
+        }
     }
 }
 
