@@ -53,7 +53,11 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(!f.local_ips.is_empty());
     assert_eq!(f.local_ips.len(), f.local_ip_str.split(',').count());
-    assert!(f.local_ips.iter().all(|ip| ip.is_ipv6() == f.local_ips[0].is_ipv6()));
+    assert!(
+        f.local_ips
+            .iter()
+            .all(|ip| ip.is_ipv6() == f.local_ips[0].is_ipv6())
+    );
     assert!(!f.corefile.is_empty());
     assert!(!f.sync_interval.is_zero());
     let cluster_dns: Result<IpAddr, TemplateError> = Ok(IpAddr::from([10, 96, 0, 10]));

@@ -1,8 +1,8 @@
 //! Feeds the kube-dns ConfigMap's two keys (`stubDomains`,
 //! `upstreamNameservers`, JSON as the mounted files hold them) to
 //! node-cache's parser and renders the Corefile template with what it
-//! accepts. The input: one byte choosing the template (even: upstream's
-//! addon template, whose `.:53` forward goes over TCP; odd: one forwarding
+//! accepts. The input: one byte choosing the template (modulo 3: the one
+//! deploy/ ships, upstream's TCP upstream block, one forwarding everything
 //! over UDP), then `stubDomains`, a NUL, `upstreamNameservers` (an empty
 //! key is an absent file). Checks that:
 //! - nothing panics;
@@ -16,40 +16,20 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use clusterdns_corefile::{parse_key, parse_str};
 use clusterdns_nodecache::template::{self, Params};
 use clusterdns_nodecache::{KubeDnsConfig, TemplateError};
 use libfuzzer_sys::fuzz_target;
 
-/// Upstream's addon template (nodelocaldns.yaml after the deployer's sed of
-/// the domain): three server blocks.
-const TCP_TEMPLATE: &str = "cluster.local:53 {
-    errors
-    cache {
-            success 9984 30
-            denial 9984 5
-    }
-    reload
-    loop
-    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    prometheus __PROMETHEUS__ENDPOINT__
-    health __PILLAR__LOCAL__DNS__:8080
-    }
-in-addr.arpa:53 {
-    errors
-    cache 30
-    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    }
-.:53 {
-    errors
-    cache 30
+/// The template we ship (deploy/node-local-dns/configmap.yaml's
+/// `Corefile`): four server blocks, its `.:53` forward already UDP.
+const SHIPPED: &str = include_str!("../../deploy/node-local-dns/configmap.yaml");
+
+/// Upstream's TCP upstream block alone: custom upstreams replace it with
+/// the UDP form.
+const TCP_TEMPLATE: &str = ".:53 {
     bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__
     forward . __PILLAR__UPSTREAM__SERVERS__ {
             force_tcp
@@ -69,14 +49,35 @@ const UDP_TEMPLATE: &str = "cluster.local:53 {
     }
 ";
 
+/// The ConfigMap's `Corefile: |` block scalar, its indentation removed.
+fn shipped() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let (_, after) = SHIPPED
+            .split_once("  Corefile: |\n")
+            .expect("the ConfigMap has a Corefile");
+        let mut text = String::new();
+        for line in after.lines() {
+            match line.strip_prefix("    ") {
+                Some(l) => text.push_str(l),
+                None if line.trim().is_empty() => {}
+                None => break,
+            }
+            text.push('\n');
+        }
+        assert!(text.contains(template::UPSTREAM_SERVERS), "{text}");
+        text
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&choice, rest)) = data.split_first() else {
         return;
     };
-    let (base, blocks) = if choice & 1 == 0 {
-        (TCP_TEMPLATE, 3)
-    } else {
-        (UDP_TEMPLATE, 2)
+    let (base, blocks) = match choice % 3 {
+        0 => (shipped(), 4),
+        1 => (TCP_TEMPLATE, 1),
+        _ => (UDP_TEMPLATE, 2),
     };
     let text = String::from_utf8_lossy(rest);
     let (stub, upstream) = text.split_once('\0').unwrap_or((&text, ""));
@@ -95,9 +96,10 @@ fuzz_target!(|data: &[u8]| {
         assert!(
             !domain.is_empty()
                 && domain.len() <= 253
-                && domain
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'),
+                && domain.bytes().all(|b| b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || b == b'-'
+                    || b == b'.'),
             "{domain:?}"
         );
     }
@@ -118,7 +120,11 @@ fuzz_target!(|data: &[u8]| {
         template::DNS_SERVER,
         template::PROMETHEUS_ENDPOINT,
     ] {
-        assert!(!r.text.contains(placeholder), "{placeholder} left in\n{}", r.text);
+        assert!(
+            !r.text.contains(placeholder),
+            "{placeholder} left in\n{}",
+            r.text
+        );
     }
     let parsed = parse_str(
         &r.text,
