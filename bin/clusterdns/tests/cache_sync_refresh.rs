@@ -39,7 +39,7 @@ fn expired_entries_are_answered_fresh_by_the_plugins_behind() {
     let coredns = coredns_or_skip!();
     let diff = Differential::between(
         None,
-        ServerSpec::coredns_at(coredns, COREFILE),
+        ServerSpec::coredns_at(&coredns, COREFILE),
         ServerSpec::clusterdns_at(clusterdns(), COREFILE),
     )
     .expect("start both");
