@@ -46,7 +46,7 @@ impl Kind {
             4 => return Kind::Meta,
             _ => {}
         }
-        if let Some((_, qtype, _)) = m.question()
+        if let Some((qtype, _)) = m.question_type()
             && (qtype == Rtype::AXFR || qtype == Rtype::IXFR)
         {
             return Kind::Meta;
@@ -60,7 +60,7 @@ impl Kind {
         }
         let mut soa = false;
         let mut ns = 0;
-        for r in m.section(Section::Authority) {
+        for r in m.heads().filter(|r| r.section == Section::Authority) {
             if r.rtype == Rtype::SOA {
                 soa = true;
             } else if r.rtype == Rtype::NS {

@@ -102,6 +102,7 @@ pub mod query;
 mod read;
 pub mod record;
 pub mod size;
+pub mod splice;
 pub mod truncate;
 pub mod types;
 
@@ -112,11 +113,12 @@ pub use header::{
     FLAG_AA, FLAG_RA, FLAG_RD, HEADER_LEN, Header, set_aa, set_flags, set_id, set_ra,
     set_rcode_low, set_rd, set_tc,
 };
-pub use message::{Message, RecordView, Records};
+pub use message::{Heads, Message, RecordAt, RecordView, Records};
 pub use name::{Name, parse_reverse, reverse_name};
 pub use query::{Detached, Query};
 pub use record::{Record, RecordData, RecordParseError};
 pub use size::uncompressed_len;
+pub use splice::relocate_records;
 pub use truncate::truncate;
 pub use types::{Class, Opcode, Rcode, Rtype};
 

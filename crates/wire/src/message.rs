@@ -14,7 +14,7 @@ use crate::edns::Edns;
 use crate::error::ParseError;
 use crate::header::{HEADER_LEN, Header};
 use crate::name::Name;
-use crate::read::{read_record, skip_question, u16_at};
+use crate::read::{read_record, skip_name, skip_question, u16_at};
 use crate::record::{Record, decode_rdata};
 use crate::types::{Class, Rcode, Rtype};
 
@@ -90,6 +90,19 @@ impl<'a> Message<'a> {
         Some((name, Rtype(qtype), Class(qclass)))
     }
 
+    /// The first question's type and class, if any, without decoding its
+    /// name (cheaper than [`Message::question`] where only they matter).
+    pub fn question_type(&self) -> Option<(Rtype, Class)> {
+        if self.header.qdcount == 0 {
+            return None;
+        }
+        let mut off = HEADER_LEN;
+        skip_name(self.buf, &mut off).ok()?;
+        let qtype = u16_at(self.buf, off).ok()?;
+        let qclass = u16_at(self.buf, off + 2).ok()?;
+        Some((Rtype(qtype), Class(qclass)))
+    }
+
     /// Byte range of the question section.
     pub fn question_range(&self) -> Range<usize> {
         HEADER_LEN..self.records_start
@@ -106,6 +119,13 @@ impl<'a> Message<'a> {
                 self.header.arcount,
             ],
         }
+    }
+
+    /// All records of all sections, in order (OPT included), without
+    /// their owner names: cheaper than [`Message::records`] (which
+    /// decodes each owner) where only types, TTLs and positions matter.
+    pub fn heads(&self) -> Heads<'a> {
+        Heads(self.records())
     }
 
     /// The records of one section.
@@ -166,6 +186,48 @@ impl<'a> Iterator for Records<'a> {
             _buf: core::marker::PhantomData,
         })
     }
+}
+
+/// Iterator over the records of a [`Message`] without their owner names
+/// ([`Message::heads`]).
+#[derive(Debug, Clone)]
+pub struct Heads<'a>(Records<'a>);
+
+impl Iterator for Heads<'_> {
+    type Item = RecordAt;
+
+    fn next(&mut self) -> Option<RecordAt> {
+        let r = &mut self.0;
+        let idx = r.left.iter().position(|&n| n > 0)?;
+        r.left[idx] -= 1;
+        let section = [Section::Answer, Section::Authority, Section::Additional][idx];
+        let head = read_record(r.buf, &mut r.off).ok()?;
+        Some(RecordAt {
+            section,
+            rtype: head.rtype,
+            class: head.class,
+            ttl: head.ttl,
+            ttl_offset: head.ttl_offset,
+            rdata: head.rdata,
+        })
+    }
+}
+
+/// One record located in a message, its owner name not decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordAt {
+    /// The section it is in.
+    pub section: Section,
+    /// Record type.
+    pub rtype: Rtype,
+    /// Class (for OPT: the UDP payload size).
+    pub class: Class,
+    /// TTL (for OPT: extended rcode, version, flags).
+    pub ttl: u32,
+    /// Offset of the 4-byte TTL field in the buffer.
+    pub ttl_offset: usize,
+    /// The rdata as a range of the buffer.
+    pub rdata: Range<usize>,
 }
 
 /// One record located in a message.

@@ -9,7 +9,7 @@ use clusterdns_plugin::{
     BoxFuture, Chain, ChainTail, Flow, Outcome, Plugin, PluginDef, PluginError, Request,
     ResponseWriter, SetupCtx,
 };
-use clusterdns_wire::{Class, Message, MessageBuilder, Name, RData, Rcode, Record, Section};
+use clusterdns_wire::{Class, Message, MessageBuilder, Name, RData, Rcode, Record, Rtype, Section};
 
 /// Registration of *autopath*.
 pub const DEF: PluginDef = PluginDef {
@@ -385,25 +385,94 @@ impl Plugin for AutoPath {
 
 /// CoreDNS's `cnamer`: a CNAME from the name asked to the owner of the
 /// first answer record not named so (with that record's TTL) goes first
-/// in the answer, and the question gets the name asked back. The message
-/// is written anew (its names compressed again); one that does not parse
-/// is left as it is.
+/// in the answer, and the question gets the name asked back. The usual
+/// reply is spliced ([`splice`]); any other is decoded and written anew
+/// ([`rewrite`]); one that does not parse is left as it is.
 fn cnamer(w: &mut ResponseWriter, original: &Name) {
+    // The reply moves out of the writer (no copy), whose buffer takes a
+    // spare one to write the new message in.
     let mut old = OLD.take();
-    let mut records = RECORDS.take();
-    old.clear();
-    old.extend_from_slice(w.bytes());
-    records.clear();
-    rewrite(&old, &mut records, w, original);
+    std::mem::swap(w.raw_buffer(), &mut old);
+    if splice(&old, w.raw_buffer(), original).is_none() {
+        let mut records = RECORDS.take();
+        records.clear();
+        rewrite(&old, &mut records, w, original);
+        RECORDS.set(records);
+    }
     OLD.set(old);
-    RECORDS.set(records);
 }
 
 thread_local! {
-    /// A copy of the reply being rewritten by [`cnamer`].
+    /// The reply being rewritten by [`cnamer`].
     static OLD: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
     /// Its records, decoded.
     static RECORDS: Cell<Vec<(Section, Record)>> = const { Cell::new(Vec::new()) };
+}
+
+/// Offset of the question's name: right after the header.
+const QNAME_AT: usize = clusterdns_wire::HEADER_LEN;
+
+/// [`cnamer`] without decoding the records, for the reply a walk ends with
+/// nearly always: its first answer record is named as its question (the
+/// walk's name). Writes into `out` the header (one more answer), the
+/// question with the name asked, the CNAME (owner: a pointer to that
+/// question; target: the old question's name written whole) and then the
+/// old records byte for byte, each compression pointer moved
+/// ([`clusterdns_wire::relocate_records`]): one into the old question to
+/// the CNAME's target, which holds the same bytes, one into the records by
+/// the distance they moved. Re-encoding costs several times this (the
+/// records decoded to owned names and every name compressed again).
+/// `None` (with `out` left for [`rewrite`] to overwrite) for any other
+/// reply: no answer, a first answer named otherwise, or one named as asked.
+fn splice(old: &[u8], out: &mut Vec<u8>, original: &Name) -> Option<()> {
+    let header = clusterdns_wire::Header::parse(old).ok()?;
+    if header.qdcount != 1 || header.ancount == 0 {
+        return None;
+    }
+    let mut qend = QNAME_AT;
+    let qname = Name::from_wire(old, &mut qend).ok()?;
+    let qname_end = qend;
+    let qtype_class = old.get(qend..qend + 4)?;
+    qend += 4;
+    // The first answer record: its owner and TTL make the CNAME.
+    let mut at = qend;
+    let owner = Name::from_wire(old, &mut at).ok()?;
+    if owner.as_wire() != qname.as_wire() || owner.eq_ignore_case(original) {
+        return None;
+    }
+    let ttl = old.get(at + 4..at + 8)?;
+    let records =
+        usize::from(header.ancount) + usize::from(header.nscount) + usize::from(header.arcount);
+    let target = qname.as_wire();
+    let header = clusterdns_wire::Header {
+        ancount: header.ancount.checked_add(1)?,
+        ..header
+    };
+    out.clear();
+    out.extend_from_slice(&header.to_bytes());
+    out.extend_from_slice(original.as_wire());
+    out.extend_from_slice(qtype_class);
+    // Owner: the question's name (a pointer to offset 12).
+    out.extend_from_slice(&[0xC0, QNAME_AT as u8]);
+    out.extend_from_slice(&Rtype::CNAME.0.to_be_bytes());
+    out.extend_from_slice(&Class::IN.0.to_be_bytes());
+    out.extend_from_slice(ttl);
+    out.extend_from_slice(&u16::try_from(target.len()).ok()?.to_be_bytes());
+    let copy_at = out.len();
+    out.extend_from_slice(target);
+    let start = out.len();
+    clusterdns_wire::relocate_records(old, qend, records, out, |p| {
+        if p >= qend {
+            Some(p - qend + start)
+        } else if (QNAME_AT..qname_end).contains(&p) {
+            Some(p - QNAME_AT + copy_at)
+        } else {
+            None
+        }
+    })
+    .ok()?;
+    // Bytes after the last record are dropped, as re-encoding drops them.
+    (out.len() <= clusterdns_wire::MAX_MESSAGE_LEN).then_some(())
 }
 
 fn rewrite(

@@ -99,3 +99,88 @@ fn setup_errors_are_coredns_texts() {
         "failed to parse \"/nonexistent/r.conf\": open /nonexistent/r.conf: no such file or directory"
     );
 }
+
+/// A reply as an upstream compresses it: names in the answer, the
+/// authority and the rdata point into the question and into earlier
+/// records; an OPT record last.
+fn upstream_reply(qname: &str) -> Vec<u8> {
+    let name = |s: &str| Name::from_ascii(s).unwrap();
+    let q = name(qname);
+    let alias = name("alias.b.test.");
+    let mut buf = Vec::new();
+    let header = clusterdns_wire::Header {
+        id: 0x4321,
+        flags: 0x8180,
+        ..Default::default()
+    };
+    let mut b = clusterdns_wire::MessageBuilder::new(&mut buf, header);
+    b.push_question(&q, Rtype::A, Class::IN).unwrap();
+    b.push(Section::Answer, &q, Class::IN, 11, &RData::Cname(&alias))
+        .unwrap();
+    let a = RData::A(Ipv4Addr::new(10, 0, 0, 2));
+    b.push(Section::Answer, &alias, Class::IN, 12, &a).unwrap();
+    let ns = name("ns.x.b.test.");
+    b.push(
+        Section::Authority,
+        &name("b.test."),
+        Class::IN,
+        13,
+        &RData::Ns(&ns),
+    )
+    .unwrap();
+    let mx = RData::Mx {
+        preference: 1,
+        exchange: &name("mx.alias.b.test."),
+    };
+    b.push(Section::Additional, &alias, Class::IN, 14, &mx)
+        .unwrap();
+    b.push_opt(1232, false, &[]).unwrap();
+    b.finish();
+    buf
+}
+
+/// The spliced reply reads record for record as the re-encoded one, and
+/// is the size of the old one plus the CNAME and the longer question.
+#[test]
+fn the_splice_reads_as_the_reencoded_reply() {
+    let old = upstream_reply("x.b.test.");
+    let original = Name::from_ascii("X.a.test.").unwrap();
+    let mut spliced = Vec::new();
+    super::splice(&old, &mut spliced, &original).expect("the usual reply splices");
+    let mut w = ResponseWriter::new();
+    super::rewrite(&old, &mut Vec::new(), &mut w, &original);
+    let (s, r) = (testing::reply(&spliced), testing::reply(w.bytes()));
+    assert_eq!(s.header, r.header);
+    assert_eq!(s.answer, r.answer);
+    assert_eq!(
+        s.answer[0], "X.a.test.\t11\tIN\tCNAME\tx.b.test.",
+        "the CNAME to the walk's name"
+    );
+    assert_eq!(s.authority, r.authority);
+    assert_eq!(s.additional, r.additional);
+    let m = clusterdns_wire::Message::parse(&spliced).unwrap();
+    assert_eq!(m.question().unwrap().0.to_string(), "X.a.test.");
+    assert_eq!(m.opt().map(|e| e.udp_size), Some(1232));
+    let grown = "X.a.test.".len() - "x.b.test.".len() + 2 + 10 + "x.b.test.".len() + 1;
+    assert_eq!(spliced.len(), old.len() + grown);
+}
+
+/// Replies the splice does not take go to the re-encoding path.
+#[test]
+fn other_replies_are_not_spliced() {
+    let original = Name::from_ascii("x.a.test.").unwrap();
+    let mut out = Vec::new();
+    // First answer named as asked (CoreDNS skips it for the CNAME target).
+    let asked = upstream_reply("X.a.test.");
+    assert!(super::splice(&asked, &mut out, &original).is_none());
+    // No answer at all.
+    let pkt = testing::query("x.b.test.", Rtype::A);
+    let q = Query::parse(&pkt).unwrap();
+    let mut w = ResponseWriter::new();
+    w.reply_query(&q).finish();
+    assert!(super::splice(w.bytes(), &mut out, &original).is_none());
+    // Cut short inside the records.
+    let mut cut = upstream_reply("x.b.test.");
+    cut.truncate(cut.len() - 20);
+    assert!(super::splice(&cut, &mut out, &original).is_none());
+}

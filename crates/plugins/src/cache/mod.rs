@@ -238,7 +238,7 @@ fn minimal_ttl(m: &Message<'_>, kind: Kind) -> u32 {
     if h.ancount == 0 && h.nscount == 0 && only_opt {
         return DEFAULT;
     }
-    m.records()
+    m.heads()
         .filter(|r| r.rtype != Rtype::OPT)
         .fold(3600, |min, r| min.min(r.ttl))
 }
@@ -428,8 +428,8 @@ impl Inner {
         let mut non_answer = false;
         if matches!(kind, Kind::NoError) && hdr.ancount > 0 && !answers_question(&m) {
             let soa = m
-                .section(clusterdns_wire::Section::Authority)
-                .any(|r| r.rtype == Rtype::SOA);
+                .heads()
+                .any(|r| r.section == clusterdns_wire::Section::Authority && r.rtype == Rtype::SOA);
             if soa {
                 kind = Kind::NoData;
             } else {
@@ -461,7 +461,7 @@ impl Inner {
         let mut offs: Vec<usize> = Vec::new();
         let mut opt_at: Option<usize> = None;
         let mut opts = 0;
-        for r in m.records() {
+        for r in m.heads() {
             if r.rtype == Rtype::OPT {
                 opts += 1;
                 if r.rdata.end == m.len() {
@@ -523,7 +523,7 @@ impl Inner {
                 return;
             }
         }
-        let Some(e) = Entry::build(m.as_bytes(), ttl, now) else {
+        let Some(e) = Entry::build(m, ttl, now) else {
             return;
         };
         if positive {
@@ -614,9 +614,49 @@ impl Inner {
         };
         let wait = std::time::Duration::from_millis(self.cfg.lkg_wait_ms);
         let outcome = tokio::time::timeout(wait, tail.run_async(req, w)).await;
+        self.lkg_finish(req, w, e, outcome.ok());
+        Flow::Answered
+    }
+
+    /// [`Inner::last_known_good`] on the receiving thread, when the chain
+    /// behind answers without I/O (kubernetes' NXDOMAIN for a search-path
+    /// name whose 5 s entry ran out, the most frequent expiry under
+    /// autopath): no task, no timer, which could not fire anyway. `None`
+    /// when a plugin behind needs the asynchronous path: what ran had no
+    /// side effects, and [`Inner::last_known_good`] asks again.
+    fn last_known_good_sync(
+        self: &Arc<Self>,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        e: &Arc<Entry>,
+    ) -> Option<Flow> {
+        let tail = self.tail.get()?;
+        match tail.run_sync(req, w) {
+            Ok(outcome) => {
+                self.lkg_finish(req, w, e.clone(), Some(outcome));
+                Some(Flow::Answered)
+            }
+            Err(_) => {
+                w.forget_note();
+                None
+            }
+        }
+    }
+
+    /// The end of last-known-good: the chain's answer (`outcome`; `None`
+    /// when the timer fired) or the stale entry.
+    fn lkg_finish(
+        self: &Arc<Self>,
+        req: &Request<'_>,
+        w: &mut ResponseWriter,
+        e: Arc<Entry>,
+        outcome: Option<Outcome>,
+    ) {
         let now = self.clock.now_ms();
         match outcome {
-            Ok(o) if o.error.is_none() && matches!(w.rcode(), Rcode::NOERROR | Rcode::NXDOMAIN) => {
+            Some(o)
+                if o.error.is_none() && matches!(w.rcode(), Rcode::NOERROR | Rcode::NXDOMAIN) =>
+            {
                 self.metrics.with(req.server, |h| {
                     h.requests.inc();
                     h.misses.inc();
@@ -628,18 +668,17 @@ impl Inner {
                     }
                 });
             }
-            Ok(_) => {
+            Some(_) => {
                 e.lkg_retry_ms
                     .store(now + LKG_RECHECK_MS, Ordering::Relaxed);
                 self.serve_stale(req, w, &e);
             }
-            Err(_) => {
+            None => {
                 self.serve_stale(req, w, &e);
                 self.metrics
                     .with(req.server, |h| self.refresh(req, e.clone(), h));
             }
         }
-        Flow::Answered
     }
 
     /// Writes the expired entry as the answer, and counts it.
@@ -683,7 +722,12 @@ impl Plugin for Cache {
                 inner.serve_stale(req, w, &e);
                 return Flow::Answered;
             }
-            Found::Stale(e) => return w.defer_with(Box::new(Fallback(e))),
+            Found::Stale(e) => {
+                return match inner.last_known_good_sync(req, w, &e) {
+                    Some(flow) => flow,
+                    None => w.defer_with(Box::new(Fallback(e))),
+                };
+            }
         };
         inner.metrics.with(req.server, |h| {
             h.requests.inc();

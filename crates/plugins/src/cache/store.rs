@@ -52,14 +52,14 @@ pub(crate) struct Entry {
 impl Entry {
     /// Builds an entry from a reply: drops its OPT (which must be the last
     /// record, else `None`) and sets every TTL to `ttl`.
-    pub(crate) fn build(msg: &[u8], ttl: u32, now_ms: u64) -> Option<Entry> {
-        let m = Message::parse(msg).ok()?;
+    pub(crate) fn build(m: &Message<'_>, ttl: u32, now_ms: u64) -> Option<Entry> {
+        let msg = m.as_bytes();
         let (qname, qtype, qclass) = m.question()?;
         let h = m.header();
         let mut end = m.len();
         let mut arcount = h.arcount;
         let mut offs = Vec::new();
-        for r in m.records() {
+        for r in m.heads() {
             if r.rtype == Rtype::OPT {
                 if r.rdata.end != m.len() {
                     return None;
@@ -243,7 +243,7 @@ mod tests {
         let pkt = clusterdns_plugin::testing::query(name, Rtype::A);
         let mut reply = pkt.clone();
         reply[2] |= 0x80;
-        Entry::build(&reply, 30, 0).expect("entry")
+        Entry::build(&Message::parse(&reply).expect("reply"), 30, 0).expect("entry")
     }
 
     #[test]

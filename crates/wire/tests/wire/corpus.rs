@@ -82,6 +82,15 @@ fn exercise(pkt: &[u8]) {
     if let Ok(m) = Message::parse(pkt) {
         let _ = m.question();
         let _ = m.rcode();
+        assert_eq!(m.heads().count(), m.records().count());
+        // Records copied in place (every pointer kept) are the same bytes.
+        let start = m.question_range().end;
+        let mut out = pkt[..start].to_vec();
+        if let Ok(end) =
+            clusterdns_wire::relocate_records(pkt, start, m.records().count(), &mut out, Some)
+        {
+            assert_eq!(out, pkt[..end]);
+        }
         for r in m.records() {
             if let Ok(rec) = r.to_owned_record(&m) {
                 // Text form must parse back (Display/FromStr agree).

@@ -124,3 +124,25 @@ fn compressed_rdata_names_are_decompressed() {
         Some((name("example.org"), Rtype::CNAME, Class::IN))
     );
 }
+
+/// `heads` is `records` without the owner names, record for record, and
+/// `question_type` the question's type and class.
+#[test]
+fn heads_are_the_records_without_their_names() {
+    let buf = sample();
+    let m = Message::parse(&buf).unwrap();
+    let full: Vec<_> = m
+        .records()
+        .map(|r| (r.section, r.rtype, r.class, r.ttl, r.ttl_offset, r.rdata))
+        .collect();
+    let heads: Vec<_> = m
+        .heads()
+        .map(|r| (r.section, r.rtype, r.class, r.ttl, r.ttl_offset, r.rdata))
+        .collect();
+    assert_eq!(heads, full);
+    assert_eq!(heads.len(), 5);
+    assert_eq!(m.question_type(), Some((Rtype::A, Class::IN)));
+    let mut none = buf[..12].to_vec();
+    none[4..12].fill(0);
+    assert_eq!(Message::parse(&none).unwrap().question_type(), None);
+}
