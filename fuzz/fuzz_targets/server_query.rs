@@ -71,51 +71,62 @@ const OBJECTS: &str = include_str!("../../crates/plugins/src/kubernetes/testdata
 /// The instance, built once: setting up the plugins per input would cost
 /// more than the query. Nothing in this Corefile keeps state between
 /// queries (no cache), so an input's reply does not depend on the others.
-/// The instance is leaked (it lives as long as the process) and only its
-/// mux kept: its start-up hooks are not `Sync`, so it cannot sit in a
-/// static itself.
+/// The instance lives as long as the process. Its start-up hooks are not
+/// `Sync`, so it cannot sit in a static: a thread-local keeps it
+/// (libFuzzer runs every input on one thread), and through it LeakSanitizer
+/// still sees the instance as reachable, so a leak it reports is one that a
+/// query made.
 fn mux() -> &'static Mux {
-    static MUX: OnceLock<&'static Mux> = OnceLock::new();
-    MUX.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("clusterdns-fuzz-server-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        std::fs::write(dir.join("db.example.org"), ZONE).expect("zone");
-        std::fs::write(dir.join("cluster.yaml"), OBJECTS).expect("objects");
-        let source = ConfigSource::Text {
-            name: dir.join("Corefile"),
-            text: COREFILE.to_string(),
-        };
-        let mut i = Instance::build(
-            &source,
-            &clusterdns_plugins::registry(),
-            53,
-            Arc::new(Registry::new()),
-        )
-        .unwrap_or_else(|e| panic!("fuzz Corefile: {e}"));
-        // One port: the wildcard listeners (IPv4, and IPv6 where it binds)
-        // share its server blocks; the first serves every family here.
-        assert!(!i.listeners.is_empty(), "a listener");
-        // The start-up hooks are not run (they start reload tasks, which
-        // need a runtime): the data the target relies on is loaded at
-        // setup, which these answers check once.
-        let i: &'static Instance = Box::leak(Box::new(i));
-        let mux = &i.listeners[0].mux;
-        for name in [
-            "svc1.kplug.svc.cluster.local",
-            "www.example.org",
-            "h.test",
-            "7.tmpl.test",
-        ] {
-            let reply = ask(mux, name);
-            let m = Message::parse(&reply).expect("a reply");
-            assert!(
-                m.rcode() == Rcode::NOERROR && m.header().ancount > 0,
-                "the fuzz Corefile answers no A for {name}"
-            );
-        }
-        mux
-    })
+    thread_local! {
+        static INSTANCE: &'static Instance = Box::leak(Box::new(build()));
+    }
+    static CHECKED: OnceLock<()> = OnceLock::new();
+    let i: &'static Instance = INSTANCE.with(|i| *i);
+    let mux = &i.listeners[0].mux;
+    CHECKED.get_or_init(|| check(mux));
+    mux
+}
+
+/// The Corefile's instance, its data written to a temporary directory.
+fn build() -> Instance {
+    let dir = std::env::temp_dir().join(format!("clusterdns-fuzz-server-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("db.example.org"), ZONE).expect("zone");
+    std::fs::write(dir.join("cluster.yaml"), OBJECTS).expect("objects");
+    let source = ConfigSource::Text {
+        name: dir.join("Corefile"),
+        text: COREFILE.to_string(),
+    };
+    let i = Instance::build(
+        &source,
+        &clusterdns_plugins::registry(),
+        53,
+        Arc::new(Registry::new()),
+    )
+    .unwrap_or_else(|e| panic!("fuzz Corefile: {e}"));
+    // One port: the wildcard listeners (IPv4, and IPv6 where it binds)
+    // share its server blocks; the first serves every family here.
+    assert!(!i.listeners.is_empty(), "a listener");
+    i
+}
+
+/// The start-up hooks are not run (they start reload tasks, which need a
+/// runtime): the data the target relies on is loaded at setup, which these
+/// answers check once.
+fn check(mux: &Mux) {
+    for name in [
+        "svc1.kplug.svc.cluster.local",
+        "www.example.org",
+        "h.test",
+        "7.tmpl.test",
+    ] {
+        let reply = ask(mux, name);
+        let m = Message::parse(&reply).expect("a reply");
+        assert!(
+            m.rcode() == Rcode::NOERROR && m.header().ancount > 0,
+            "the fuzz Corefile answers no A for {name}"
+        );
+    }
 }
 
 /// A query for `name` A over UDP, as a client on 127.0.0.1 sends it.
