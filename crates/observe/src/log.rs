@@ -1,6 +1,7 @@
 //! Process log lines in CoreDNS's format: `[LEVEL] plugin/NAME: message`.
 //!
-//! Lines go to standard output, as CoreDNS writes them, but never from the
+//! Lines go to standard output, as CoreDNS writes them (standard error
+//! after [`to_stderr`], for a job whose stdout is its result), but never from the
 //! thread that produced them: a query worker copies its line into a
 //! pooled buffer and hands it to a bounded lock-free queue
 //! ([`QUEUE_LINES`] lines); one writer thread drains the queue and writes

@@ -124,7 +124,6 @@ impl Leader<'_> {
     fn finish(mut self, r: &Result<Vec<u8>, io::Error>) {
         // The key leaves `self`, which tells `drop` the entry is gone
         // (a key is never empty: it holds at least the transport byte).
-        // `mem::forget(self)` here leaked the key, one per forwarded query.
         let key = std::mem::take(&mut self.key);
         let waiters = self.f.waiting.lock().remove(&key).unwrap_or_default();
         if !waiters.is_empty() {
