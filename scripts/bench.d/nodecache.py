@@ -23,6 +23,7 @@ loaded again for it, so its packets take the agent's path exactly.
 Needs root (network namespaces); every namespace is deleted at the end."""
 
 import os
+import signal
 import subprocess
 import time
 
@@ -256,12 +257,12 @@ def measure(ctx, lab: Lab, server: str, files: dict, rendered: str | None,
         idle = B.rss_mib(p.pid)
         # Hits: warm every name, then measure.
         dnsperf_pod(lab, files["hit"], 30, qps=20000, passes=1)
-        out["hit"] = phase(ctx, lab, p, files["hit"], files["hit"], 20000)
+        out["hit"] = phase(ctx, lab, p, files["hit"], files["hit"], 20000, "hit", server)
         if server == "ceiling":
             return out
         # Misses: every name unique (this run's own files).
         out["miss"] = phase(ctx, lab, p, files[f"miss-fixed-{run}-{server}"],
-                            files[f"miss-max-{run}-{server}"], 3000)
+                            files[f"miss-max-{run}-{server}"], 3000, "miss", server)
         for kind in out:
             out[kind]["idle_rss_mib"] = idle
         if p.poll() is not None:
@@ -273,10 +274,57 @@ def measure(ctx, lab: Lab, server: str, files: dict, rendered: str | None,
     return out
 
 
-def phase(ctx, lab: Lab, p, fixed_file: str, max_file: str, offered: int) -> dict:
+def ctxt_switches(pid: int) -> int:
+    """Voluntary plus involuntary context switches of every thread of PID
+    (wakeups: each time a thread slept and was woken, or was preempted)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        total += int(line.split()[1])
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return total
+
+
+def attach(kind: str, server: str, pid: int):
+    """NODECACHE_ATTACH (a command with {pid}, {kind}, {server}; e.g.
+    `strace -c -f -o /tmp/sc-{server}-{kind}.txt -p {pid}` or `perf stat -e
+    context-switches,raw_syscalls:sys_enter -o /tmp/ps-{server}-{kind}.txt -p {pid}`)
+    attached to the server under test for the fixed-rate phase of
+    NODECACHE_ATTACH_KIND (default miss), stopped with SIGINT after it: the
+    attribution runs of BENCHMARKS.md. Its overhead skews that run's CPU."""
+    cmd = os.environ.get("NODECACHE_ATTACH")
+    if not cmd or kind != os.environ.get("NODECACHE_ATTACH_KIND", "miss"):
+        return None
+    a = subprocess.Popen(cmd.format(pid=pid, kind=kind, server=server), shell=True,
+                         start_new_session=True)
+    time.sleep(1.0)  # let it attach before the measured queries start
+    return a
+
+
+def detach(a) -> None:
+    if a is None:
+        return
+    os.killpg(a.pid, signal.SIGINT)
+    try:
+        a.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(a.pid, signal.SIGKILL)
+        a.wait(5)
+
+
+def phase(ctx, lab: Lab, p, fixed_file: str, max_file: str, offered: int,
+          kind: str = "", server: str = "") -> dict:
+    a = attach(kind, server, p.pid)
+    c0 = ctxt_switches(p.pid)
     u0, k0 = B.cpu_split(p.pid)
     fixed = dnsperf_pod(lab, fixed_file, ctx.fixed_dur, qps=offered, verbose=True)
     u1, k1 = B.cpu_split(p.pid)
+    c1 = ctxt_switches(p.pid)
+    detach(a)
     mx = dnsperf_pod(lab, max_file, ctx.max_dur)
     rss = B.rss_mib(p.pid)
     entries = cache_entries(lab)
@@ -285,6 +333,7 @@ def phase(ctx, lab: Lab, p, fixed_file: str, max_file: str, offered: int) -> dic
     return {"qps": mx.get("qps"), "offered_qps": offered,
             "cpu_us_per_query": t * 1e6 / B.CLK_TCK / done if done else None,
             "sys_us_per_query": (k1 - k0) * 1e6 / B.CLK_TCK / done if done else None,
+            "ctxt_per_query": (c1 - c0) / done if done else None,
             "p50_us": fixed.get("p50_us"), "p99_us": fixed.get("p99_us"), "rss_mib": rss,
             "fixed_qps": fixed.get("qps"), "fixed_lost_pct": fixed.get("lost_pct"),
             "max_lost_pct": mx.get("lost_pct"), "fixed_rcodes": fixed.get("rcodes"),
@@ -324,7 +373,10 @@ def run(ctx, bench) -> list[dict]:
     global CEILING_ADDR
     CEILING_ADDR = os.path.join(B.OUT, "ceiling-addr")
     names = ("node-cache-hit", "node-cache-miss")
-    servers = list(B.SERVERS)
+    # NODECACHE_SERVERS (comma-separated, e.g. clusterdns,coredns): only
+    # those, for attribution runs; coredns needs clusterdns before it.
+    only = [x for x in os.environ.get("NODECACHE_SERVERS", "").split(",") if x]
+    servers = [s for s in B.SERVERS if not only or s in only]
     if os.geteuid() != 0:
         return [B.skipped(n, s, "needs root (network namespaces)") for n in names for s in servers]
     lab = Lab(ctx)
@@ -387,6 +439,8 @@ def run(ctx, bench) -> list[dict]:
                         g = got[kind]
                         B.log(f"  node-cache-{kind}/{s}: max {B.fmt(g['qps'], 0)} q/s, "
                               f"{B.fmt(g['cpu_us_per_query'], 2)} us/q at {B.fmt(g['fixed_qps'], 0)} q/s, "
+                              f"sys {B.fmt(g['sys_us_per_query'], 2)} us/q, "
+                              f"{B.fmt(g['ctxt_per_query'], 2)} ctxt/q, "
                               f"p50 {B.fmt(g['p50_us'], 0)} us, p99 {B.fmt(g['p99_us'], 0)} us, "
                               f"RSS {B.fmt(g['rss_mib'], 1)} MiB, lost {B.fmt(g['fixed_lost_pct'], 2)}%"
                               f"/{B.fmt(g['max_lost_pct'], 2)}%, rcodes {g['fixed_rcodes']}, "
