@@ -522,6 +522,9 @@ fn a_stalled_upstream_with_forwards_in_flight() {
             torture::query(&format!("s{i}.stalled.example"), 0)
         })
     });
+    // Where unanswered queries went: dropped by the kernel before the
+    // server read them (its sockets' receive buffers full) or lost after.
+    let dropped_in = torture::udp_drops(port);
     let page = torture::scrape(mp);
     let rejects =
         metric_sum(&page, "coredns_forward_max_concurrent_rejects_total", "").unwrap_or(-1.0);
@@ -539,6 +542,7 @@ fn a_stalled_upstream_with_forwards_in_flight() {
                 flood.sent.saturating_sub(flood.replies).to_string(),
             ),
             ("rejects_metric", rejects.to_string()),
+            ("server_socket_drops", dropped_in.to_string()),
         ],
         pick(300, 1500),
         None,

@@ -52,6 +52,23 @@ pub fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
+/// Datagrams the kernel dropped on the UDP sockets bound to `port` (all
+/// of a listener's SO_REUSEPORT sockets) for a full receive buffer:
+/// queries lost before the server read them (`drops`, the last column of
+/// `/proc/net/udp`; IPv4 only, as the scenarios bind 127.0.0.1).
+pub fn udp_drops(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
+            (local == port).then(|| f.last()?.parse::<u64>().ok())?
+        })
+        .sum()
+}
+
 /// Samples a process's RSS and descriptor count every 100 ms until
 /// dropped or [`Watch::peak`] is called.
 pub struct Watch {
