@@ -313,16 +313,23 @@ fn idle_tcp_connections() {
             }
         }
     });
-    // 1024 connections at most (the server's limit), and those it closed
-    // to make room until their tasks ran: far fewer than the flood holds.
-    assert!(m.fds <= 4096, "idle_tcp: the server held {} fds", m.fds);
+    // The server's limit at most (half its open-file limit, which it
+    // inherits from this process, 1,024 to 16,384), and those it closed
+    // to make room until their tasks ran.
+    let limit = (raise_nofile() / 2).clamp(1024, 16_384) as usize;
+    assert!(
+        m.fds <= limit + 2048,
+        "idle_tcp: the server held {} fds (limit {limit})",
+        m.fds
+    );
 }
 
 /// Slow-loris writers: 1,500 connections (long form 5,000), each sending
 /// a frame's length (256) and first byte at once, then one more byte every
-/// 250 ms, never finishing it; reopened when closed. More of them than the
-/// server's 1,024 slots: the trickling ones must make room for new clients
-/// as idle ones do.
+/// 250 ms, never finishing it; reopened when closed. The server closes
+/// each at the read deadline (3 s for a message once its length came),
+/// and past 7/8 of its slots (half its open-file limit) sooner, as idle
+/// ones; new clients must be answered throughout.
 #[test]
 fn slow_loris_writers() {
     let mut frame = 256u16.to_be_bytes().to_vec();
@@ -344,11 +351,14 @@ fn slow_loris_writers() {
 }
 
 /// Clients that never read their replies: 600 connections (long form
-/// 5,000, past the 1,024 slots) with a 1 KiB receive buffer pipelining
-/// queries for a 200-record answer; reopened when closed. (The short form
-/// keeps below the slots: a debug build answering a thousand connections
-/// one 200-record answer each per round is CPU-bound on a shared CI
-/// machine, and hostile.rs covers the eviction of stuck writers.)
+/// 5,000) with a 1 KiB receive buffer pipelining queries for a 200-record
+/// answer; reopened when closed (at the write deadline). The server holds
+/// them all (its slots are half its open-file limit) and answers their
+/// pipelines through a few serving permits, so new clients and UDP go
+/// ahead. (The short form stays small: a debug build answering a
+/// thousand connections' 200-record answers is CPU-bound on a shared CI
+/// machine. The order of eviction at the limit, stuck writers first, is
+/// tcp.rs's unit test.)
 #[test]
 fn tcp_clients_that_never_read() {
     let blob: Vec<u8> = (0..200u16).flat_map(|i| framed("big.test", i)).collect();
@@ -363,8 +373,6 @@ fn tcp_clients_that_never_read() {
         warmup: Duration::from_secs(5),
         pause: Duration::from_millis(20),
         rss_bound_mib: pick(200, 400),
-        // As with idle_tcp, the stuck writers the server closes come
-        // straight back and new clients queue behind them.
         tcp_min: 0.8,
     };
     attack.run(move |h| h.feed(&blob, step, step, true));

@@ -21,9 +21,11 @@
 //! signals and the pidfile, and drives the controller.
 //!
 //! TCP clients meet the limits of [`TcpLimits`] (read 3 s, write 5 s,
-//! idle 10 s, 1024 connections with the longest idle or stalled ones
-//! closed first under pressure, one reply held per connection and a
-//! [`TCP_SEND_BUFFER`] of kernel buffer); UDP queries longer than 4,096 bytes
+//! idle 10 s, half the open-file limit of connections with stalled
+//! writers and then the longest idle ones closed first under pressure,
+//! pipelined queries answered a few at a time through serving permits,
+//! one reply held per connection and a [`TCP_SEND_BUFFER`] of kernel
+//! buffer); UDP queries longer than 4,096 bytes
 //! are served from their first 4,096 (answered when the message ends
 //! within them, FORMERR otherwise, as CoreDNS does with its 512).
 

@@ -285,3 +285,16 @@ pub(crate) fn register(
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(s, tokio::io::Interest::READABLE) }
         .map_err(io::Error::from)
 }
+
+/// The process's soft limit of open files (`RLIMIT_NOFILE`); `None` when
+/// unknown or unlimited.
+pub(crate) fn open_file_limit() -> Option<u64> {
+    // SAFETY: getrlimit writes only the local struct it is given.
+    let mut r: libc::rlimit = unsafe { zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0
+        || r.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(r.rlim_cur)
+}

@@ -28,18 +28,27 @@ use crate::mux::Mux;
 /// * **idle** (10 s): time allowed between one reply and the next query.
 /// * **write** (5 s, CoreDNS's write timeout): each reply must be taken by
 ///   the kernel within it; a client that stops reading is closed.
-/// * **fair share**: a connection serves one query per turn on its worker
-///   thread, then lets the others (the UDP workers among them) run.
+/// * **fair share**: a connection's first query is answered at once; each
+///   further one waits for one of a few serving permits (as many as the
+///   runtime has worker threads, taken in turn, first come first served)
+///   and lets the others (the UDP workers among them) run before it is
+///   answered. The permit is given back before the reply is written: a
+///   connection whose client does not read waits for its send buffer
+///   without a permit and without taking turns. However many connections
+///   pipeline queries, only that few take turns at once, and new clients
+///   go ahead of them.
 /// * **queued replies**: the server holds at most one reply per
 ///   connection (the next query is read only once the previous reply was
 ///   written), and the kernel's send buffer for a connection is capped at
 ///   [`TCP_SEND_BUFFER`]; a client that does not read fills that and then
 ///   meets the write deadline.
-/// * **max_connections** (1024): connections open at once. Past 7/8 of it,
-///   every new connection closes the connection that has been idle
-///   (waiting for its next query), still reading a message, or stuck in a
-///   write longest; at the limit, such a connection must be closed before
-///   another is accepted. Below the limit a connection is spared for its
+/// * **max_connections** ([`default_max_connections`]: half the open-file
+///   limit, 1,024 to 16,384): connections open at once. Past 7/8 of it,
+///   every new connection closes the connection stuck in a write longest
+///   (its client does not read), or when none is, the one that has been
+///   idle (waiting for its next query), reading a message or waiting for
+///   a serving permit longest; at the limit, such a connection must be
+///   closed before another is accepted. Below the limit a connection is spared for its
 ///   first [`TCP_GRACE`] in a state (a new client has that long to send
 ///   its query); at the limit the oldest goes regardless, so a flood of
 ///   new idle or trickling (slow-loris) connections cycles through the
@@ -95,10 +104,29 @@ impl Default for TcpLimits {
             read: Duration::from_secs(3),
             write: Duration::from_secs(5),
             idle: Duration::from_secs(10),
-            max_connections: 1024,
+            max_connections: default_max_connections(),
             max_queries: None,
         }
     }
+}
+
+/// The connection limit of a listener: half the process's open-file limit
+/// (the binary raises it to the hard limit at start, as Go's runtime does
+/// for CoreDNS), at least 1,024 and at most 16,384.
+///
+/// Why so many: a flood of connections larger than the limit does not go
+/// away when the server closes some to make room; each comes straight
+/// back, and the flood beyond the limit waits in the kernel's accept
+/// queue, first in, first out, with every new client behind it
+/// (RELIABILITY.md, `never_read`). A held connection costs little (its
+/// task and the buffer of its largest message; it takes turns only
+/// through a serving permit), so the limit is what the descriptors allow,
+/// with the other half left for upstream sockets and files; CoreDNS's
+/// only limit is the descriptors. The ceiling bounds the memory a flood
+/// can take.
+pub fn default_max_connections() -> usize {
+    let half = crate::sys::open_file_limit().map_or(u64::MAX, |n| n / 2);
+    usize::try_from(half.clamp(1024, 16_384)).unwrap_or(16_384)
 }
 
 /// Below the connection limit, a connection is not closed to make room in
@@ -107,8 +135,10 @@ impl Default for TcpLimits {
 pub const TCP_GRACE: Duration = Duration::from_millis(200);
 
 /// The kernel send buffer asked for each connection: room for a few
-/// large replies, not for an unbounded backlog of unread ones.
-pub const TCP_SEND_BUFFER: usize = 64 * 1024;
+/// large replies, not for an unbounded backlog of unread ones (every
+/// reply a client that never reads is sent is work taken from the
+/// others; the kernel doubles the figure for its bookkeeping).
+pub const TCP_SEND_BUFFER: usize = 16 * 1024;
 
 /// What a connection is doing, for eviction.
 mod state {
@@ -123,6 +153,8 @@ mod state {
     /// Reading a message whose length arrived: a client trickling it
     /// holds a slot as long as an idle one, and goes as one.
     pub const READING: u8 = 4;
+    /// Waiting for a serving permit with a query read.
+    pub const QUEUED: u8 = 5;
 }
 
 /// One open connection as the accept loop sees it.
@@ -140,10 +172,23 @@ struct Conns {
     live: AtomicUsize,
     /// A connection closed.
     freed: Notify,
+    /// Permits to answer a connection's further queries (its first goes
+    /// without); see [`TcpLimits`], fair share.
+    serving: tokio::sync::Semaphore,
     epoch: Instant,
 }
 
 impl Conns {
+    fn new(permits: usize) -> Self {
+        Self {
+            slots: Mutex::new(Vec::new()),
+            live: AtomicUsize::new(0),
+            freed: Notify::new(),
+            serving: tokio::sync::Semaphore::new(permits.max(1)),
+            epoch: Instant::now(),
+        }
+    }
+
     fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -179,11 +224,17 @@ impl Conns {
         self.freed.notify_one();
     }
 
-    /// Closes the connection that has been idle, reading a message or
-    /// stuck in a write longest (with `spare`, only one that has been so
-    /// for [`TCP_GRACE`]); `false` when there is none.
+    /// Closes the connection stuck in a write longest, or when none is,
+    /// the one that has been idle, reading a message or waiting for a
+    /// permit longest (with `spare`, only one that has been so for
+    /// [`TCP_GRACE`]); `false` when there is none.
+    ///
+    /// Stuck writers go first: their clients do not read what they asked
+    /// for, while an idle connection may be a client between queries.
     fn evict(&self, spare: bool) -> bool {
-        let evictable = |s: u8| s == state::IDLE || s == state::READING || s == state::WRITING;
+        let evictable = |s: u8| {
+            s == state::IDLE || s == state::READING || s == state::WRITING || s == state::QUEUED
+        };
         let grace = if spare {
             u64::try_from(TCP_GRACE.as_millis()).unwrap_or(u64::MAX)
         } else {
@@ -199,7 +250,12 @@ impl Conns {
                     evictable(c.state.load(Ordering::Relaxed))
                         && c.since.load(Ordering::Relaxed) <= before
                 })
-                .min_by_key(|c| c.since.load(Ordering::Relaxed));
+                .min_by_key(|c| {
+                    (
+                        c.state.load(Ordering::Relaxed) != state::WRITING,
+                        c.since.load(Ordering::Relaxed),
+                    )
+                });
             let Some(v) = victim else {
                 return false;
             };
@@ -228,12 +284,9 @@ pub(crate) async fn serve(
     let local = listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let conns = Arc::new(Conns {
-        slots: Mutex::new(Vec::new()),
-        live: AtomicUsize::new(0),
-        freed: Notify::new(),
-        epoch: Instant::now(),
-    });
+    let conns = Arc::new(Conns::new(
+        tokio::runtime::Handle::current().metrics().num_workers(),
+    ));
     loop {
         let max = mux.load().tcp.max_connections.max(1);
         // Make room: the longest idle or stalled connection goes; when all
@@ -327,6 +380,7 @@ async fn connection(
     let mut w = ResponseWriter::default();
     let mut out = Vec::with_capacity(512);
     let mut first = true;
+    let mut first_query = true;
     let mut served: u32 = 0;
     // Once the listener stops, the connection is served for as long as the
     // client keeps sending (queries it already sent are answered, not cut
@@ -336,14 +390,6 @@ async fn connection(
         let limits = mux.load().tcp;
         if limits.max_queries.is_some_and(|m| served >= m) {
             return;
-        }
-        // One query per turn on the worker: the UDP workers are tasks on
-        // the same threads, and a thousand connections each answering a
-        // pipeline of queries until its send buffer fills would hold them
-        // off for that whole round (seconds, tests/torture_exhaust.rs
-        // never_read).
-        if served > 0 {
-            tokio::task::yield_now().await;
         }
         served = served.saturating_add(1);
         if !enter(conns, me, state::IDLE, true) {
@@ -391,6 +437,29 @@ async fn connection(
             },
             _ = me.kill.notified() => return,
         }
+        // A further query waits for a permit and then lets the others run:
+        // the UDP workers are tasks on the same threads, and thousands of
+        // connections each answering a pipeline of queries until its send
+        // buffer fills would hold them off for that whole round (seconds,
+        // tests/torture_exhaust.rs never_read). A first query goes
+        // without, so a new client is answered ahead of the pipelines.
+        let permit = if first_query {
+            None
+        } else {
+            if !enter(conns, me, state::QUEUED, true) {
+                return;
+            }
+            let p = tokio::select! {
+                p = conns.serving.acquire() => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+                _ = me.kill.notified() => return,
+            };
+            tokio::task::yield_now().await;
+            Some(p)
+        };
+        first_query = false;
         if !enter(conns, me, state::BUSY, false) {
             return;
         }
@@ -404,6 +473,9 @@ async fn connection(
         let msg = &packet[..len];
         let mut slot = None;
         let mut handled = serve_sync(&table, msg, meta, &mut w, &mut slot);
+        // Given back before anything that waits: an upstream's answer or
+        // the client's reading.
+        drop(permit);
         if let (Handled::Defer(from), Some(q)) = (handled, slot.as_ref()) {
             handled = serve_async(&table, q, meta, from, &mut w).await;
         }
@@ -445,5 +517,73 @@ async fn connection(
                 _ = me.kill.notified() => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Registers connections in the given states, each `age` ms old.
+    fn conns(states: &[(u8, u64)]) -> (Conns, Vec<Arc<ConnState>>) {
+        let mut c = Conns::new(1);
+        // The registry's epoch ten seconds back, so that the stamps below
+        // are in its past.
+        let now = 10_000;
+        if let Some(e) = Instant::now().checked_sub(Duration::from_millis(now)) {
+            c.epoch = e;
+        }
+        let all = states
+            .iter()
+            .map(|&(s, age)| {
+                let (_, me) = c.register();
+                me.state.store(s, Ordering::Relaxed);
+                me.since.store(now - age, Ordering::Relaxed);
+                me
+            })
+            .collect();
+        (c, all)
+    }
+
+    fn evicted(all: &[Arc<ConnState>]) -> Vec<usize> {
+        all.iter()
+            .enumerate()
+            .filter(|(_, c)| c.state.load(Ordering::Relaxed) == state::EVICTED)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn a_stuck_writer_goes_before_older_idle_connections() {
+        let (c, all) = conns(&[
+            (state::IDLE, 5_000),
+            (state::WRITING, 1_000),
+            (state::QUEUED, 6_000),
+            (state::WRITING, 3_000),
+            (state::BUSY, 9_000),
+        ]);
+        assert!(c.evict(false));
+        assert_eq!(evicted(&all), [3]);
+        assert!(c.evict(false));
+        assert_eq!(evicted(&all), [1, 3]);
+        // No writer left: the oldest idle, reading or queued one.
+        assert!(c.evict(false));
+        assert_eq!(evicted(&all), [1, 2, 3]);
+        assert!(c.evict(false));
+        assert_eq!(evicted(&all), [0, 1, 2, 3]);
+        // One being answered is never closed to make room.
+        assert!(!c.evict(false));
+        assert_eq!(c.live.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn below_the_limit_young_connections_are_spared() {
+        let grace = u64::try_from(TCP_GRACE.as_millis()).unwrap_or(u64::MAX);
+        let (c, all) = conns(&[(state::WRITING, grace / 2), (state::IDLE, grace * 3)]);
+        assert!(c.evict(true));
+        assert_eq!(evicted(&all), [1]);
+        assert!(!c.evict(true));
+        assert!(c.evict(false));
+        assert_eq!(evicted(&all), [0, 1]);
     }
 }
