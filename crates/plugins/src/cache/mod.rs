@@ -507,12 +507,13 @@ impl Inner {
                     .is_some_and(|(n, t, _)| n.eq_ignore_case(q.qname_lower()) && *t == q.qtype());
             if let (true, Some(question)) = (same_question, &question) {
                 let layout = Layout {
+                    msg: &m,
                     question,
                     ttl_offs: &offs,
                     opt_at,
                     opts,
                 };
-                self.set(q, &m, &layout, kind, duration, h, refresh);
+                self.set(q, &layout, kind, duration, h, refresh);
             } else {
                 h.drops.inc();
             }
@@ -543,7 +544,6 @@ impl Inner {
     fn set(
         &self,
         q: &Query<'_>,
-        m: &Message<'_>,
         layout: &Layout<'_>,
         kind: Kind,
         ttl: u32,
@@ -576,7 +576,7 @@ impl Inner {
                 return;
             }
         }
-        let Some(e) = Entry::build(m, layout, ttl, now) else {
+        let Some(e) = Entry::build(layout, ttl, now) else {
             return;
         };
         if positive {

@@ -53,12 +53,8 @@ impl Entry {
     /// Builds an entry from a reply whose records the caller walked once
     /// ([`Layout`]): drops its OPT (which must be the last record, else
     /// `None`) and sets every TTL to `ttl`.
-    pub(crate) fn build(
-        m: &Message<'_>,
-        layout: &Layout<'_>,
-        ttl: u32,
-        now_ms: u64,
-    ) -> Option<Entry> {
+    pub(crate) fn build(layout: &Layout<'_>, ttl: u32, now_ms: u64) -> Option<Entry> {
+        let m = layout.msg;
         let msg = m.as_bytes();
         let (qname, qtype, qclass) = layout.question;
         let h = m.header();
@@ -127,6 +123,8 @@ impl Entry {
 /// by everything a store needs from them.
 #[derive(Debug)]
 pub(crate) struct Layout<'s> {
+    /// The reply.
+    pub msg: &'s Message<'s>,
     /// The question (name as in the reply, type, class).
     pub question: &'s (Name, Rtype, Class),
     /// Offsets of the TTL fields of the records but OPT.
@@ -257,12 +255,13 @@ mod tests {
         let m = Message::parse(&reply).expect("reply");
         let q = m.question().expect("question");
         let layout = Layout {
+            msg: &m,
             question: &q,
             ttl_offs: &[],
             opt_at: None,
             opts: 0,
         };
-        Entry::build(&m, &layout, 30, 0).expect("entry")
+        Entry::build(&layout, 30, 0).expect("entry")
     }
 
     #[test]
