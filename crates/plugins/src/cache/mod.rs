@@ -13,7 +13,13 @@ use clusterdns_plugin::{ChainTail, Flow, Outcome, Plugin, PluginDef, Request, Re
 use clusterdns_wire::{Class, Message, Name, Query, Rcode, Rtype};
 
 use metrics::{Handles, Metrics};
-use store::{Entry, QUESTION, Store, key};
+use store::{Entry, Layout, QUESTION, Store, key};
+
+thread_local! {
+    /// The TTL offsets of the reply being stored (reused: no allocation
+    /// per store once grown).
+    static TTL_OFFS: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+}
 
 /// Registration of *cache*.
 pub const DEF: PluginDef = PluginDef {
@@ -25,6 +31,15 @@ pub const DEF: PluginDef = PluginDef {
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time in milliseconds since an arbitrary start.
     fn now_ms(&self) -> u64;
+
+    /// The time `t` on the same scale: the hit path passes the query's
+    /// arrival, which the server read already, rather than read the clock
+    /// again for each query of an autopath walk. A clock of its own
+    /// (tests') ignores `t`.
+    fn at_ms(&self, t: Instant) -> u64 {
+        let _ = t;
+        self.now_ms()
+    }
 }
 
 /// The process's monotonic clock.
@@ -39,7 +54,11 @@ impl Default for MonotonicClock {
 
 impl Clock for MonotonicClock {
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+        self.at_ms(Instant::now())
+    }
+
+    fn at_ms(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.0).as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -170,11 +189,25 @@ fn clamp(ttl: u32, min: u32, max: u32) -> u32 {
 /// chain from the name; records count only in the question's class (any
 /// class for a question of class ANY). A chain with a loop or an owner
 /// with two targets answers nothing. Runs on the miss path only.
-fn answers_question(m: &Message<'_>) -> bool {
-    let Some((qname, qtype, qclass)) = m.question() else {
-        return false;
-    };
+fn answers_question(m: &Message<'_>, question: &(Name, Rtype, Class)) -> bool {
+    let (qname, qtype, qclass) = (&question.0, question.1, question.2);
     let class_ok = |c: Class| qclass == Class::ANY || c == qclass;
+    let ancount = usize::from(m.header().ancount);
+    // Without a CNAME among the answers (nearly every reply) the chain
+    // ends at the name itself: nothing decoded but owner names, nothing
+    // collected.
+    let chain = m
+        .heads()
+        .take(ancount)
+        .any(|r| r.rtype == Rtype::CNAME && class_ok(r.class));
+    if !chain {
+        return qtype != Rtype::CNAME
+            && m.records().take(ancount).any(|r| {
+                class_ok(r.class)
+                    && (qtype == Rtype::ANY || r.rtype == qtype)
+                    && r.name.eq_ignore_case(qname)
+            });
+    }
     let answers: Vec<_> = m
         .section(clusterdns_wire::Section::Answer)
         .filter(|r| class_ok(r.class))
@@ -183,7 +216,7 @@ fn answers_question(m: &Message<'_>) -> bool {
         return false;
     }
     if qtype == Rtype::ANY {
-        return answers.iter().any(|r| r.name.eq_ignore_case(&qname));
+        return answers.iter().any(|r| r.name.eq_ignore_case(qname));
     }
     // The one CNAME target of `owner`: Ok(None) at the chain's end,
     // Err(()) for two distinct targets.
@@ -207,9 +240,9 @@ fn answers_question(m: &Message<'_>) -> bool {
         Ok(found)
     };
     if qtype == Rtype::CNAME {
-        return matches!(target(&qname), Ok(Some(_)));
+        return matches!(target(qname), Ok(Some(_)));
     }
-    let mut name = qname;
+    let mut name = *qname;
     let mut visited: Vec<Name> = Vec::new();
     loop {
         if visited.iter().any(|v| v.eq_ignore_case(&name)) {
@@ -227,8 +260,9 @@ fn answers_question(m: &Message<'_>) -> bool {
         .any(|r| r.rtype == qtype && r.name.eq_ignore_case(&name))
 }
 
-/// CoreDNS `dnsutil.MinimalTTL`.
-fn minimal_ttl(m: &Message<'_>, kind: Kind) -> u32 {
+/// CoreDNS `dnsutil.MinimalTTL`; `min` is the smallest TTL of the
+/// records but OPT (capped at 3600), found by the store's walk over them.
+fn minimal_ttl(m: &Message<'_>, kind: Kind, min: u32) -> u32 {
     const DEFAULT: u32 = 5;
     if !matches!(kind, Kind::NoError | Kind::NameError | Kind::NoData) {
         return DEFAULT;
@@ -238,9 +272,7 @@ fn minimal_ttl(m: &Message<'_>, kind: Kind) -> u32 {
     if h.ancount == 0 && h.nscount == 0 && only_opt {
         return DEFAULT;
     }
-    m.heads()
-        .filter(|r| r.rtype != Rtype::OPT)
-        .fold(3600, |min, r| min.min(r.ttl))
+    min
 }
 
 impl Inner {
@@ -421,12 +453,35 @@ impl Inner {
         };
         let hdr = m.header();
         let mut kind = Kind::of(&m);
+        let question = m.question();
+        // One walk over the records for everything below: the TTL fields
+        // (the entry's and the reply's), the OPT and the smallest TTL.
+        let mut offs = TTL_OFFS.take();
+        offs.clear();
+        let mut opt_at: Option<usize> = None;
+        let mut opts = 0;
+        let mut min_ttl = 3600;
+        for r in m.heads() {
+            if r.rtype == Rtype::OPT {
+                opts += 1;
+                if r.rdata.end == m.len() {
+                    opt_at = r.ttl_offset.checked_sub(5);
+                }
+            } else {
+                min_ttl = r.ttl.min(min_ttl);
+                // A message is at most 64 KiB: every offset fits.
+                offs.push(u32::try_from(r.ttl_offset).unwrap_or(u32::MAX));
+            }
+        }
         // CoreDNS 1.14 caches a NOERROR reply with answers only if they
         // answer the question (its type and class at the end of the CNAME
         // chain); one that does not is NODATA when an SOA bounds it, else
         // not cached (RFC 2308 §5), so the next query goes upstream again.
         let mut non_answer = false;
-        if matches!(kind, Kind::NoError) && hdr.ancount > 0 && !answers_question(&m) {
+        if matches!(kind, Kind::NoError)
+            && hdr.ancount > 0
+            && !question.as_ref().is_some_and(|qu| answers_question(&m, qu))
+        {
             let soa = m
                 .heads()
                 .any(|r| r.section == clusterdns_wire::Section::Authority && r.rtype == Rtype::SOA);
@@ -436,7 +491,7 @@ impl Inner {
                 non_answer = true;
             }
         }
-        let msg_ttl = minimal_ttl(&m, kind);
+        let msg_ttl = minimal_ttl(&m, kind, min_ttl);
         let duration = match kind {
             Kind::NameError | Kind::NoData => clamp(msg_ttl, self.cfg.minnttl, self.cfg.nttl),
             Kind::ServerError => self.cfg.failttl,
@@ -447,36 +502,34 @@ impl Inner {
             && !matches!(kind, Kind::OtherError | Kind::Meta | Kind::Update);
         if cacheable && duration > 0 {
             let same_question = hdr.qdcount == 1
-                && m.question()
-                    .is_some_and(|(n, t, _)| n.eq_ignore_case(q.qname_lower()) && t == q.qtype());
-            if same_question {
-                self.set(q, &m, kind, duration, h, refresh);
+                && question
+                    .as_ref()
+                    .is_some_and(|(n, t, _)| n.eq_ignore_case(q.qname_lower()) && *t == q.qtype());
+            if let (true, Some(question)) = (same_question, &question) {
+                let layout = Layout {
+                    msg: &m,
+                    question,
+                    ttl_offs: &offs,
+                    opt_at,
+                    opts,
+                };
+                self.set(q, &layout, kind, duration, h, refresh);
             } else {
                 h.drops.inc();
             }
         }
         if refresh {
+            TTL_OFFS.set(offs);
             return false;
         }
-        let mut offs: Vec<usize> = Vec::new();
-        let mut opt_at: Option<usize> = None;
-        let mut opts = 0;
-        for r in m.heads() {
-            if r.rtype == Rtype::OPT {
-                opts += 1;
-                if r.rdata.end == m.len() {
-                    opt_at = r.ttl_offset.checked_sub(5);
-                }
-            } else {
-                offs.push(r.ttl_offset);
-            }
-        }
         let bytes = duration.to_be_bytes();
-        for o in offs {
+        for &o in &offs {
+            let o = o as usize;
             if let Some(dst) = buf.get_mut(o..o + 4) {
                 dst.copy_from_slice(&bytes);
             }
         }
+        TTL_OFFS.set(offs);
         if let Some(at) = opt_at {
             buf.truncate(at);
             let ar = hdr.arcount.saturating_sub(1);
@@ -491,7 +544,7 @@ impl Inner {
     fn set(
         &self,
         q: &Query<'_>,
-        m: &Message<'_>,
+        layout: &Layout<'_>,
         kind: Kind,
         ttl: u32,
         h: &Handles,
@@ -523,7 +576,7 @@ impl Inner {
                 return;
             }
         }
-        let Some(e) = Entry::build(m, ttl, now) else {
+        let Some(e) = Entry::build(layout, ttl, now) else {
             return;
         };
         if positive {
@@ -709,7 +762,7 @@ impl Plugin for Cache {
         if !inner.in_zone(req.qname_lower()) {
             return Flow::Next;
         }
-        let now = inner.clock.now_ms();
+        let now = inner.clock.at_ms(req.received);
         let hit = match inner.lookup(req.query, w, now) {
             Found::Hit(hit) => hit,
             // Counted in `response`, which runs once per query (this

@@ -50,32 +50,25 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// Builds an entry from a reply: drops its OPT (which must be the last
-    /// record, else `None`) and sets every TTL to `ttl`.
-    pub(crate) fn build(m: &Message<'_>, ttl: u32, now_ms: u64) -> Option<Entry> {
+    /// Builds an entry from a reply whose records the caller walked once
+    /// ([`Layout`]): drops its OPT (which must be the last record, else
+    /// `None`) and sets every TTL to `ttl`.
+    pub(crate) fn build(layout: &Layout<'_>, ttl: u32, now_ms: u64) -> Option<Entry> {
+        let m = layout.msg;
         let msg = m.as_bytes();
-        let (qname, qtype, qclass) = m.question()?;
+        let (qname, qtype, qclass) = layout.question;
         let h = m.header();
-        let mut end = m.len();
-        let mut arcount = h.arcount;
-        let mut offs = Vec::new();
-        for r in m.heads() {
-            if r.rtype == Rtype::OPT {
-                if r.rdata.end != m.len() {
-                    return None;
-                }
-                // Root owner (1) + type (2) + class (2) before the TTL.
-                end = r.ttl_offset.checked_sub(5)?;
-                arcount = arcount.checked_sub(1)?;
-                continue;
-            }
-            offs.push(u32::try_from(r.ttl_offset).ok()?);
-        }
+        let (end, arcount) = match (layout.opts, layout.opt_at) {
+            (0, _) => (m.len(), h.arcount),
+            (1, Some(at)) => (at, h.arcount.checked_sub(1)?),
+            _ => return None,
+        };
+        let offs = layout.ttl_offs;
         let mut bytes = msg.get(..end)?.to_vec();
         bytes[10..12].copy_from_slice(&arcount.to_be_bytes());
         // No truncation bit in a cached reply.
         bytes[2] &= !0x02;
-        for &o in &offs {
+        for &o in offs {
             let o = o as usize;
             bytes.get_mut(o..o + 4)?.copy_from_slice(&ttl.to_be_bytes());
         }
@@ -83,20 +76,20 @@ impl Entry {
         // The question's name follows the header uncompressed (a pointer
         // could only point into the header, which the parser refuses);
         // lowercased in place, it is the entry's own copy of the name.
-        let lower = qname.to_lowercase();
-        let name = bytes.get_mut(QUESTION..QUESTION + lower.len())?;
-        name.make_ascii_lowercase();
-        if *name != *lower.as_wire() {
+        let qlen = qname.len();
+        let name = bytes.get_mut(QUESTION..QUESTION + qlen)?;
+        if !name.eq_ignore_ascii_case(qname.as_wire()) {
             return None;
         }
+        name.make_ascii_lowercase();
         Some(Entry {
             saved,
-            qlen: u16::try_from(lower.len() + 4).ok()?,
-            qtype,
-            qclass,
+            qlen: u16::try_from(qlen + 4).ok()?,
+            qtype: *qtype,
+            qclass: *qclass,
             servfail: h.rcode_low() == 2,
             msg: bytes.into_boxed_slice(),
-            ttl_offs: offs.into_boxed_slice(),
+            ttl_offs: offs.into(),
             stored_ms: now_ms,
             orig_ttl: ttl,
             hits: AtomicU32::new(0),
@@ -124,6 +117,22 @@ impl Entry {
             && self.question_len() == qname_lower.len() + 4
             && self.msg.get(QUESTION..QUESTION + qname_lower.len()) == Some(qname_lower.as_wire())
     }
+}
+
+/// Where a reply's records are, found by one walk over them and shared
+/// by everything a store needs from them.
+#[derive(Debug)]
+pub(crate) struct Layout<'s> {
+    /// The reply.
+    pub msg: &'s Message<'s>,
+    /// The question (name as in the reply, type, class).
+    pub question: &'s (Name, Rtype, Class),
+    /// Offsets of the TTL fields of the records but OPT.
+    pub ttl_offs: &'s [u32],
+    /// Start of the OPT record when it is the last record.
+    pub opt_at: Option<usize>,
+    /// Number of OPT records.
+    pub opts: usize,
 }
 
 /// Question offset in every message.
@@ -243,7 +252,16 @@ mod tests {
         let pkt = clusterdns_plugin::testing::query(name, Rtype::A);
         let mut reply = pkt.clone();
         reply[2] |= 0x80;
-        Entry::build(&Message::parse(&reply).expect("reply"), 30, 0).expect("entry")
+        let m = Message::parse(&reply).expect("reply");
+        let q = m.question().expect("question");
+        let layout = Layout {
+            msg: &m,
+            question: &q,
+            ttl_offs: &[],
+            opt_at: None,
+            opts: 0,
+        };
+        Entry::build(&layout, 30, 0).expect("entry")
     }
 
     #[test]

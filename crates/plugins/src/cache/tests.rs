@@ -448,3 +448,59 @@ fn setup_parses_coredns_options() {
         assert!(e.contains(msg), "{bad}: {e}");
     }
 }
+
+/// `answers_question` as CoreDNS's `answersQuestion`, on both of its
+/// paths: the walk-free one for answers without a CNAME and the chain.
+#[test]
+fn answers_question_follows_the_chain_and_the_class() {
+    let name = |s: &str| Name::from_ascii(s).expect("name");
+    let (q, t, other) = (name("Www.Example."), name("t.example."), name("x.example."));
+    let ip = RData::A("10.1.2.3".parse().expect("ip"));
+    // (question type, class, answers) -> whether they answer it.
+    type Answer<'a> = (&'a Name, Class, RData<'a>);
+    let check = |qtype: Rtype, qclass: Class, answers: &[Answer<'_>]| {
+        let mut buf = Vec::new();
+        let header = Header {
+            flags: 0x8180,
+            ..Header::default()
+        };
+        let mut b = MessageBuilder::new(&mut buf, header);
+        b.push_question(&q, qtype, qclass).expect("question");
+        for (owner, class, data) in answers {
+            b.push(Section::Answer, owner, *class, 30, data)
+                .expect("record");
+        }
+        b.finish();
+        let m = Message::parse(&buf).expect("parse");
+        let question = m.question().expect("question");
+        answers_question(&m, &question)
+    };
+    let lower = name("www.example.");
+    let (a, any, cname, inn, ch) = (Rtype::A, Rtype::ANY, Rtype::CNAME, Class::IN, Class::CH);
+    // No CNAME: a record of the type at the name (any case).
+    assert!(check(a, inn, &[(&lower, inn, ip)]));
+    assert!(!check(Rtype::AAAA, inn, &[(&lower, inn, ip)]));
+    assert!(!check(a, inn, &[(&other, inn, ip)]));
+    assert!(!check(a, inn, &[(&lower, ch, ip)]));
+    assert!(check(a, Class::ANY, &[(&lower, ch, ip)]));
+    assert!(check(any, inn, &[(&lower, inn, ip)]));
+    assert!(!check(any, inn, &[(&other, inn, ip)]));
+    assert!(!check(cname, inn, &[(&lower, inn, ip)]));
+    // A chain: the type at its end, not at the name.
+    let to_t = RData::Cname(&t);
+    assert!(check(a, inn, &[(&lower, inn, to_t), (&t, inn, ip)]));
+    assert!(!check(a, inn, &[(&lower, inn, to_t), (&lower, inn, ip)]));
+    assert!(check(cname, inn, &[(&lower, inn, to_t)]));
+    assert!(check(any, inn, &[(&lower, inn, to_t)]));
+    // A CNAME of another class is no chain.
+    assert!(check(a, inn, &[(&lower, ch, to_t), (&lower, inn, ip)]));
+    // Two targets, or a loop: nothing.
+    let to_x = RData::Cname(&other);
+    assert!(!check(
+        a,
+        inn,
+        &[(&lower, inn, to_t), (&lower, inn, to_x), (&t, inn, ip)]
+    ));
+    let back = RData::Cname(&lower);
+    assert!(!check(a, inn, &[(&lower, inn, to_t), (&t, inn, back)]));
+}
