@@ -691,7 +691,10 @@ impl Index {
         let mut slices: Vec<Arc<EndpointSlice>> = current
             .iter()
             .flat_map(|c| c.slices.iter())
-            .filter(|s| *s.name != *slice)
+            // The slices map's keys ignore ASCII case: so does the slice's
+            // place in its service, or a slice renamed only in case would
+            // stay behind after its deletion.
+            .filter(|s| !s.name.eq_ignore_ascii_case(slice))
             .cloned()
             .collect();
         if let Some(add) = add {

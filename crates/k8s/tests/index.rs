@@ -263,6 +263,29 @@ fn conditions_and_readiness() {
     assert_eq!(reverse_names(&snap, "10.2.0.1"), Vec::<String>::new());
 }
 
+/// The fuzzer's find (`fuzz/regressions/k8s_objects/slice-name-case`):
+/// a slice applied again with its name in other letter case replaces the
+/// first (the index's keys ignore case, as DNS does) and its deletion
+/// leaves nothing behind, reverse index included.
+#[test]
+fn a_slice_renamed_in_case_replaces_it_and_goes_with_its_deletion() {
+    let (mut index, _) = index();
+    index.apply(slice("ns", "web-b", "web", &[ep("10.4.0.1")], &[]));
+    let renamed = slice("ns", "wEb-b", "web", &[ep("10.4.0.2")], &[]);
+    index.apply(renamed.clone());
+    let snap = published(&mut index);
+    let eps = snap.endpoints("ns", "web").unwrap();
+    assert_eq!(
+        eps.slices().iter().map(|s| s.name()).collect::<Vec<_>>(),
+        ["wEb-b"]
+    );
+    assert_eq!(reverse_names(&snap, "10.4.0.1"), Vec::<String>::new());
+    index.delete(&renamed);
+    let snap = published(&mut index);
+    assert!(snap.endpoints("ns", "web").is_none());
+    assert_eq!(snap.counts(), clusterdns_k8s::Counts::default());
+}
+
 #[test]
 fn slice_moving_to_another_service() {
     let (mut index, _) = index();
