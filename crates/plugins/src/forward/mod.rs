@@ -334,17 +334,26 @@ impl Forward {
         k
     }
 
-    async fn serve(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
-        self.inflight.fetch_add(1, Ordering::Relaxed);
-        let _guard = InFlight(&self.inflight);
-        let limit = if self.opts.max_concurrent > 0 {
+    /// The most queries in flight: `max_concurrent`, or [`MAX_INFLIGHT`].
+    fn limit(&self) -> usize {
+        if self.opts.max_concurrent > 0 {
             self.opts.max_concurrent
         } else {
             MAX_INFLIGHT
-        };
-        if self.inflight.load(Ordering::Relaxed) > limit {
-            self.metrics.rejects.inc();
-            return Flow::Fail(PluginError::Refused { plugin: "forward" });
+        }
+    }
+
+    /// REFUSED, counted, for a query past the limit.
+    fn refuse(&self) -> Flow {
+        self.metrics.rejects.inc();
+        Flow::Fail(PluginError::Refused { plugin: "forward" })
+    }
+
+    async fn serve(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+        let _guard = InFlight(&self.inflight);
+        if self.inflight.load(Ordering::Relaxed) > self.limit() {
+            return self.refuse();
         }
         // The query as the plugins before changed it (bufsize's payload
         // size): CoreDNS forwards the edited message.
@@ -455,6 +464,14 @@ impl Plugin for Forward {
         {
             nodata.write(req, w);
             Flow::Answered
+        } else if self.inflight.load(Ordering::Relaxed) >= self.limit() {
+            // Refused here, on the receiving thread, rather than after the
+            // query was parked for the asynchronous pass: under a flood
+            // past the limit the refusals go out in the worker's send
+            // batch and cost it little, so it keeps up with its socket
+            // while the forwards in flight run out. `serve` checks again
+            // for the queries that pass here together.
+            self.refuse()
         } else {
             Flow::Async
         }
