@@ -190,6 +190,19 @@ impl Name {
         Ok(())
     }
 
+    /// Makes `self` the name of the labels `head` (wire form, no root
+    /// label) followed by `suffix`, copying only their bytes.
+    pub(crate) fn set_concat(&mut self, head: &[u8], suffix: &Name) -> Result<(), NameError> {
+        let len = head.len() + suffix.len();
+        if len > MAX_NAME_LEN {
+            return Err(NameError::NameTooLong);
+        }
+        self.buf[..head.len()].copy_from_slice(head);
+        self.buf[head.len()..len].copy_from_slice(suffix.as_wire());
+        self.len = len as u8;
+        Ok(())
+    }
+
     /// Makes `self` the lowercase form of `other`, copying only its bytes.
     pub(crate) fn set_lowercase_of(&mut self, other: &Name) {
         let len = other.len();

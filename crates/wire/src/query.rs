@@ -121,17 +121,56 @@ impl<'a> Query<'a> {
     /// search domain); other records' names might point into the question,
     /// so such a packet is parsed.
     pub fn renamed<'b>(&self, name: &Name, buf: &'b mut Vec<u8>) -> Result<Query<'b>, QueryError> {
+        let wire = name.as_wire();
+        self.renamed_to(&wire[..wire.len() - 1], &Name::root(), buf)
+    }
+
+    /// [`Query::renamed`] to the name of the first `keep` bytes of this
+    /// query's name (whole labels, the root label not among them)
+    /// followed by `suffix`: a search walk's next name, written straight
+    /// into the packet and the query (no name built first and copied).
+    /// `keep` not at a label boundary of the name, and a name past 255
+    /// bytes, are [`QueryError::Malformed`].
+    pub fn renamed_suffix<'b>(
+        &self,
+        keep: usize,
+        suffix: &Name,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<Query<'b>, QueryError> {
+        let wire = self.qname.as_wire();
+        let mut at = 0;
+        while at < keep {
+            at += 1 + usize::from(*wire.get(at).ok_or(QueryError::Malformed)?);
+        }
+        if at != keep || keep >= wire.len() {
+            return Err(QueryError::Malformed);
+        }
+        self.renamed_to(&wire[..keep], suffix, buf)
+    }
+
+    /// The query for the name of the labels `head` followed by `suffix`.
+    fn renamed_to<'b>(
+        &self,
+        head: &[u8],
+        suffix: &Name,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<Query<'b>, QueryError> {
+        let name_len = head.len() + suffix.len();
+        if name_len > crate::name::MAX_NAME_LEN {
+            return Err(QueryError::Malformed);
+        }
         let old_name_end = self.question_end - 4;
         buf.clear();
         buf.extend_from_slice(&self.raw[..HEADER_LEN]);
-        buf.extend_from_slice(name.as_wire());
+        buf.extend_from_slice(head);
+        buf.extend_from_slice(suffix.as_wire());
         buf.extend_from_slice(&self.raw[old_name_end..]);
         let h = self.header;
         let lone_opt = h.arcount == u16::from(self.edns.is_some());
         if h.ancount != 0 || h.nscount != 0 || !lone_opt {
             return Query::parse(buf);
         }
-        let question_end = HEADER_LEN + name.len() + 4;
+        let question_end = HEADER_LEN + name_len + 4;
         let edns = self.edns.clone().map(|mut e| {
             let at = |o: usize| o - self.question_end + question_end;
             e.options = at(e.options.start)..at(e.options.end);
@@ -140,7 +179,7 @@ impl<'a> Query<'a> {
         let mut q = Query {
             raw: buf.as_slice(),
             header: h,
-            qname: *name,
+            qname: Name::root(),
             qname_lower: Name::root(),
             qtype: self.qtype,
             qclass: self.qclass,
@@ -150,6 +189,9 @@ impl<'a> Query<'a> {
         let Query {
             qname, qname_lower, ..
         } = &mut q;
+        qname
+            .set_concat(head, suffix)
+            .map_err(|_| QueryError::Malformed)?;
         qname_lower.set_lowercase_of(qname);
         Ok(q)
     }

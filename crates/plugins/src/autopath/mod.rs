@@ -161,7 +161,7 @@ thread_local! {
 /// stopped, for [`Plugin::query_async`].
 struct Walk {
     search: Vec<Name>,
-    base: Name,
+    base: usize,
     at: usize,
     first: Vec<u8>,
 }
@@ -188,9 +188,13 @@ impl AutoPath {
     }
 
     /// The start of a walk: `Ok(None)` when the query is not autopath's,
-    /// else the name left of the first search domain (CoreDNS's
-    /// `dnsutil.TrimZone`, an error when nothing is left).
-    fn base(&self, req: &Request<'_>, search: &[Name]) -> Result<Option<Name>, Flow> {
+    /// else the length of the labels left of the first search domain in
+    /// the name's wire form (CoreDNS's `dnsutil.TrimZone`, an error when
+    /// nothing is left): each name of the walk is those labels followed
+    /// by a search domain ([`Query::renamed_suffix`]).
+    ///
+    /// [`Query::renamed_suffix`]: clusterdns_wire::Query::renamed_suffix
+    fn base(&self, req: &Request<'_>, search: &[Name]) -> Result<Option<usize>, Flow> {
         let Some(first) = search.first() else {
             return Ok(None);
         };
@@ -198,14 +202,8 @@ impl AutoPath {
         if !lower.ends_with(first) {
             return Ok(None);
         }
-        let base = req
-            .qname()
-            .strip_suffix_labels(first)
-            .and_then(|l| Name::from_labels(l).ok())
-            .filter(|b| !b.is_root());
-        match base {
-            Some(b) => Ok(Some(b)),
-            None => Err(Flow::Fail(PluginError::ServerFailure {
+        match lower.len() - first.len() {
+            0 => Err(Flow::Fail(PluginError::ServerFailure {
                 plugin: NAME,
                 msg: format!(
                     "trimzone: overshot qname: {}for zone {}",
@@ -213,6 +211,7 @@ impl AutoPath {
                     first
                 ),
             })),
+            keep => Ok(Some(keep)),
         }
     }
 
@@ -261,17 +260,16 @@ impl AutoPath {
         req: &Request<'_>,
         w: &mut ResponseWriter,
         search: &[Name],
-        base: &Name,
+        base: usize,
     ) -> Flow {
         let mut packet = PACKET.take();
         let mut first = FIRST.take();
         let mut flow = None;
         for (i, s) in search.iter().enumerate() {
-            // A name past 255 bytes cannot exist: as NXDOMAIN.
-            let Ok(name) = base.concat(s) else { continue };
             // The client's query with the question's name replaced
-            // (header, type, class, OPT kept), not parsed again.
-            let Ok(q) = req.query.renamed(&name, &mut packet) else {
+            // (header, type, class, OPT kept), not parsed again. A name
+            // past 255 bytes cannot exist: as NXDOMAIN.
+            let Ok(q) = req.query.renamed_suffix(base, s, &mut packet) else {
                 continue;
             };
             let inner = req.for_query(&q, req.edits.fork());
@@ -286,7 +284,7 @@ impl AutoPath {
                     w.forget_note();
                     let walk = Walk {
                         search: search.to_vec(),
-                        base: *base,
+                        base,
                         at: i,
                         first: first.clone(),
                     };
@@ -320,7 +318,7 @@ impl Plugin for AutoPath {
         self.search_path(req, &mut search);
         let flow = match self.base(req, &search) {
             Ok(None) => Flow::Next,
-            Ok(Some(base)) => self.walk_sync(tail, req, w, &search, &base),
+            Ok(Some(base)) => self.walk_sync(tail, req, w, &search, base),
             Err(fail) => fail,
         };
         SEARCH.set(search);
@@ -368,8 +366,7 @@ impl Plugin for AutoPath {
             } = walk;
             let mut packet = Vec::new();
             for (i, s) in search.iter().enumerate().skip(at) {
-                let Ok(name) = base.concat(s) else { continue };
-                let Ok(q) = req.query.renamed(&name, &mut packet) else {
+                let Ok(q) = req.query.renamed_suffix(base, s, &mut packet) else {
                     continue;
                 };
                 let inner = req.for_query(&q, req.edits.fork());

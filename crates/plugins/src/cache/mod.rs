@@ -19,6 +19,9 @@ thread_local! {
     /// The TTL offsets of the reply being stored (reused: no allocation
     /// per store once grown).
     static TTL_OFFS: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The entry a store would build, to compare with the one it would
+    /// replace ([`Entry::renew`]).
+    static RENEW: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Registration of *cache*.
@@ -436,7 +439,7 @@ impl Inner {
         };
         // Of two expired answers, the later one.
         match (neg, pos) {
-            (Some(n), Some(p)) => Found::Stale(if n.stored_ms > p.stored_ms { n } else { p }),
+            (Some(n), Some(p)) => Found::Stale(if n.stored_at() > p.stored_at() { n } else { p }),
             (Some(e), None) | (None, Some(e)) => Found::Stale(e),
             (None, None) => Found::Miss,
         }
@@ -575,6 +578,18 @@ impl Inner {
                     .store(now + LKG_RECHECK_MS, Ordering::Relaxed);
                 return;
             }
+        }
+        let store = if positive { &self.pos } else { &self.neg };
+        let mut scratch = RENEW.take();
+        let renewed = store
+            .with(k, |e| e.renew(layout, ttl, now, &mut scratch).then_some(()))
+            .is_some();
+        RENEW.set(scratch);
+        if renewed {
+            if positive && refresh {
+                self.neg.remove(k);
+            }
+            return;
         }
         let Some(e) = Entry::build(layout, ttl, now) else {
             return;

@@ -32,8 +32,9 @@ pub(crate) struct Entry {
     /// the response size CoreDNS reports, less its length), found once
     /// here rather than on every hit.
     pub saved: usize,
-    /// When it was stored (clock milliseconds).
-    pub stored_ms: u64,
+    /// When it was stored (clock milliseconds); moved on in place when
+    /// the same reply is stored again ([`Entry::renew`]).
+    pub stored_ms: AtomicU64,
     /// The TTL it was stored with, in seconds.
     pub orig_ttl: u32,
     /// Whether the reply is a SERVFAIL.
@@ -54,43 +55,19 @@ impl Entry {
     /// ([`Layout`]): drops its OPT (which must be the last record, else
     /// `None`) and sets every TTL to `ttl`.
     pub(crate) fn build(layout: &Layout<'_>, ttl: u32, now_ms: u64) -> Option<Entry> {
-        let m = layout.msg;
-        let msg = m.as_bytes();
+        let mut bytes = Vec::new();
+        wire(layout, ttl, &mut bytes)?;
         let (qname, qtype, qclass) = layout.question;
-        let h = m.header();
-        let (end, arcount) = match (layout.opts, layout.opt_at) {
-            (0, _) => (m.len(), h.arcount),
-            (1, Some(at)) => (at, h.arcount.checked_sub(1)?),
-            _ => return None,
-        };
-        let offs = layout.ttl_offs;
-        let mut bytes = msg.get(..end)?.to_vec();
-        bytes[10..12].copy_from_slice(&arcount.to_be_bytes());
-        // No truncation bit in a cached reply.
-        bytes[2] &= !0x02;
-        for &o in offs {
-            let o = o as usize;
-            bytes.get_mut(o..o + 4)?.copy_from_slice(&ttl.to_be_bytes());
-        }
         let saved = clusterdns_wire::uncompressed_len(&bytes)?.saturating_sub(bytes.len());
-        // The question's name follows the header uncompressed (a pointer
-        // could only point into the header, which the parser refuses);
-        // lowercased in place, it is the entry's own copy of the name.
-        let qlen = qname.len();
-        let name = bytes.get_mut(QUESTION..QUESTION + qlen)?;
-        if !name.eq_ignore_ascii_case(qname.as_wire()) {
-            return None;
-        }
-        name.make_ascii_lowercase();
         Some(Entry {
             saved,
-            qlen: u16::try_from(qlen + 4).ok()?,
+            qlen: u16::try_from(qname.len() + 4).ok()?,
             qtype: *qtype,
             qclass: *qclass,
-            servfail: h.rcode_low() == 2,
+            servfail: layout.msg.header().rcode_low() == 2,
             msg: bytes.into_boxed_slice(),
-            ttl_offs: offs.into(),
-            stored_ms: now_ms,
+            ttl_offs: layout.ttl_offs.into(),
+            stored_ms: AtomicU64::new(now_ms),
             orig_ttl: ttl,
             hits: AtomicU32::new(0),
             window_ms: AtomicU64::new(now_ms),
@@ -99,9 +76,47 @@ impl Entry {
         })
     }
 
+    /// Stores the reply of `layout` again at `now_ms` in place when it is
+    /// the one this entry holds (its ID aside) with the same TTL: what a
+    /// new entry would be, without building and inserting one. Under
+    /// *autopath* every name of a walk's search path that is no name is
+    /// such a reply (kubernetes' NXDOMAIN, stored for 5 s), asked again
+    /// whenever its entry runs out. `scratch` is the caller's reused
+    /// buffer. Returns whether the entry was renewed.
+    pub(crate) fn renew(
+        &self,
+        layout: &Layout<'_>,
+        ttl: u32,
+        now_ms: u64,
+        scratch: &mut Vec<u8>,
+    ) -> bool {
+        let (_, qtype, qclass) = layout.question;
+        if self.orig_ttl != ttl || self.qtype != *qtype || self.qclass != *qclass {
+            return false;
+        }
+        scratch.clear();
+        // The entry's ID is the first reply's; a hit writes the client's.
+        if wire(layout, ttl, scratch).is_none()
+            || scratch.len() != self.msg.len()
+            || scratch.get(2..) != self.msg.get(2..)
+        {
+            return false;
+        }
+        self.stored_ms.store(now_ms, Ordering::Relaxed);
+        self.hits.store(0, Ordering::Relaxed);
+        self.window_ms.store(now_ms, Ordering::Relaxed);
+        self.lkg_retry_ms.store(0, Ordering::Relaxed);
+        true
+    }
+
+    /// When it was last stored (clock milliseconds).
+    pub(crate) fn stored_at(&self) -> u64 {
+        self.stored_ms.load(Ordering::Relaxed)
+    }
+
     /// Seconds of TTL left at `now_ms` (negative once expired).
     pub(crate) fn ttl(&self, now_ms: u64) -> i64 {
-        let elapsed = now_ms.saturating_sub(self.stored_ms) / 1000;
+        let elapsed = now_ms.saturating_sub(self.stored_at()) / 1000;
         i64::from(self.orig_ttl) - i64::try_from(elapsed).unwrap_or(i64::MAX)
     }
 
@@ -117,6 +132,37 @@ impl Entry {
             && self.question_len() == qname_lower.len() + 4
             && self.msg.get(QUESTION..QUESTION + qname_lower.len()) == Some(qname_lower.as_wire())
     }
+}
+
+/// The bytes of an entry for the reply of `layout` into `out` (empty):
+/// without its OPT (which must be the last record, else `None`), every
+/// TTL set to `ttl`, no TC bit, the question's name lowercase.
+fn wire(layout: &Layout<'_>, ttl: u32, out: &mut Vec<u8>) -> Option<()> {
+    let m = layout.msg;
+    let (qname, _, _) = layout.question;
+    let h = m.header();
+    let (end, arcount) = match (layout.opts, layout.opt_at) {
+        (0, _) => (m.len(), h.arcount),
+        (1, Some(at)) => (at, h.arcount.checked_sub(1)?),
+        _ => return None,
+    };
+    out.extend_from_slice(m.as_bytes().get(..end)?);
+    out.get_mut(10..12)?.copy_from_slice(&arcount.to_be_bytes());
+    // No truncation bit in a cached reply.
+    out[2] &= !0x02;
+    for &o in layout.ttl_offs {
+        let o = o as usize;
+        out.get_mut(o..o + 4)?.copy_from_slice(&ttl.to_be_bytes());
+    }
+    // The question's name follows the header uncompressed (a pointer
+    // could only point into the header, which the parser refuses);
+    // lowercased in place, it is the entry's own copy of the name.
+    let name = out.get_mut(QUESTION..QUESTION + qname.len())?;
+    if !name.eq_ignore_ascii_case(qname.as_wire()) {
+        return None;
+    }
+    name.make_ascii_lowercase();
+    Some(())
 }
 
 /// Where a reply's records are, found by one walk over them and shared
@@ -313,6 +359,77 @@ mod tests {
             "{} bytes",
             std::mem::size_of::<Entry>()
         );
+    }
+
+    /// Only the reply an entry holds, with its TTL, renews it; another
+    /// reply, TTL, type or a different answer leaves it as it was.
+    #[test]
+    fn an_entry_is_renewed_only_by_its_own_reply() {
+        let reply = |name: &str, id: u16, ttl: u32, ip: [u8; 4]| {
+            let pkt = clusterdns_plugin::testing::query(name, Rtype::A);
+            let q = clusterdns_wire::Query::parse(&pkt).expect("query");
+            let mut msg = Vec::new();
+            let mut b = clusterdns_wire::MessageBuilder::reply_to(&q, &mut msg);
+            let a = clusterdns_wire::RData::A(ip.into());
+            b.push(
+                clusterdns_wire::Section::Answer,
+                q.qname(),
+                Class::IN,
+                ttl,
+                &a,
+            )
+            .expect("a");
+            b.finish();
+            msg[0..2].copy_from_slice(&id.to_be_bytes());
+            msg
+        };
+        let layout_of = |msg: &[u8], f: &mut dyn FnMut(&Layout<'_>)| {
+            let m = Message::parse(msg).expect("reply");
+            let q = m.question().expect("question");
+            let offs: Vec<u32> = m.heads().map(|r| r.ttl_offset as u32).collect();
+            f(&Layout {
+                msg: &m,
+                question: &q,
+                ttl_offs: &offs,
+                opt_at: None,
+                opts: 0,
+            });
+        };
+        let mut e = None;
+        layout_of(&reply("a.example.", 1, 60, [192, 0, 2, 1]), &mut |l| {
+            e = Entry::build(l, 30, 0);
+        });
+        let e = e.expect("entry");
+        let mut scratch = Vec::new();
+        let mut renews = |msg: &[u8], ttl: u32, now: u64| {
+            let mut r = false;
+            layout_of(msg, &mut |l| r = e.renew(l, ttl, now, &mut scratch));
+            r
+        };
+        // Another ID, another TTL in the reply and the name's case: the
+        // same entry.
+        assert!(renews(
+            &reply("A.Example.", 7, 45, [192, 0, 2, 1]),
+            30,
+            1_000
+        ));
+        assert!(!renews(
+            &reply("a.example.", 1, 60, [192, 0, 2, 2]),
+            30,
+            2_000
+        ));
+        assert!(!renews(
+            &reply("a.example.", 1, 60, [192, 0, 2, 1]),
+            29,
+            3_000
+        ));
+        assert!(!renews(
+            &reply("b.example.", 1, 60, [192, 0, 2, 1]),
+            30,
+            4_000
+        ));
+        assert_eq!(e.stored_at(), 1_000);
+        assert_eq!(e.ttl(1_000), 30);
     }
 
     #[test]

@@ -504,3 +504,55 @@ fn answers_question_follows_the_chain_and_the_class() {
     let back = RData::Cname(&lower);
     assert!(!check(a, inn, &[(&lower, inn, to_t), (&t, inn, back)]));
 }
+
+/// A reply stored again as it was (kubernetes' NXDOMAIN for a search
+/// domain of a walk, asked again when its 5 s entry runs out) renews the
+/// entry in place: the same entry, its TTL started again, the answers
+/// as before.
+#[test]
+fn the_same_reply_stored_again_renews_its_entry() {
+    let clock = Arc::new(ManualClock::default());
+    let registry = Arc::new(Registry::new());
+    let inner = setup::build(
+        Config::default(),
+        clock.clone(),
+        Metrics::new(&registry, ".".into(), String::new()),
+    );
+    let up = Arc::new(Upstream {
+        ttl: 5,
+        calls: AtomicU32::new(0),
+        with_opt: true,
+    });
+    let r = Rig {
+        clock,
+        up: up.clone(),
+        chain: Chain::new(vec![
+            Arc::new(Cache {
+                inner: inner.clone(),
+            }) as Arc<dyn Plugin>,
+            up as Arc<dyn Plugin>,
+        ]),
+        registry,
+    };
+    let pkt = testing::query("nx1.example.", Rtype::A);
+    let k = Inner::key_of(&Query::parse(&pkt).expect("query"));
+    let entry = || inner.neg.with(k, |e| Some(e.clone())).expect("an entry");
+    let first = r.ask(&pkt);
+    let stored = entry();
+    r.advance(5_500);
+    let again = r.ask(&pkt);
+    assert_eq!(r.calls(), 2, "asked again once expired");
+    assert!(Arc::ptr_eq(&stored, &entry()), "renewed in place");
+    assert_eq!(stored.stored_at(), 5_500);
+    assert_eq!(again, first, "the same answer, TTL 5 again");
+    r.advance(2_000);
+    let hit = testing::reply(&r.ask(&pkt));
+    assert_eq!(r.calls(), 2, "a hit");
+    assert_eq!(hit.rcode, Rcode::NXDOMAIN);
+    assert_eq!(hit.authority.len(), 1);
+    assert!(
+        hit.authority[0].contains("\t3\tIN\tSOA\t"),
+        "{:?}",
+        hit.authority
+    );
+}

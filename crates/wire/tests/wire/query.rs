@@ -226,3 +226,57 @@ fn a_renamed_query_is_its_packet_parsed() {
     assert_eq!(r.qname(), &name("longer.example"));
     assert_eq!(r.raw().len(), with_answer.len() + 5);
 }
+
+/// `Query::renamed_suffix` keeps the leading labels of the query's name
+/// and puts another suffix behind them: the query `renamed` gives for
+/// that name, byte for byte; a cut inside a label, at the root or past
+/// 255 bytes is refused.
+#[test]
+fn a_query_renamed_to_a_suffix_is_the_query_renamed_to_the_whole_name() {
+    let packets = [
+        query_packet("WwW.Ab.Test", Rtype::A, None),
+        query_packet("WwW.Ab.Test", Rtype::AAAA, Some((1232, true))),
+    ];
+    for p in &packets {
+        let q = Query::parse(p).unwrap();
+        for (keep, head) in [(4, "WwW."), (7, "WwW.Ab."), (12, "WwW.Ab.Test.")] {
+            for suffix in ["Svc.Cluster.Local", "x", "."] {
+                let whole = if suffix == "." {
+                    head.to_owned()
+                } else {
+                    format!("{head}{suffix}")
+                };
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                let r = q.renamed_suffix(keep, &name(suffix), &mut a).unwrap();
+                let want = q.renamed(&name(&whole), &mut b).unwrap();
+                assert_eq!(r.raw(), want.raw(), "{whole}");
+                assert_eq!(r.qname(), want.qname());
+                assert_eq!(r.qname_lower(), want.qname_lower());
+                assert_eq!(r.question_range(), want.question_range());
+                assert_eq!(r.edns(), want.edns());
+                assert_eq!(r.header(), want.header());
+            }
+        }
+        let mut buf = Vec::new();
+        for keep in [1, 5, 13, 14] {
+            assert_eq!(
+                q.renamed_suffix(keep, &name("x"), &mut buf).err(),
+                Some(QueryError::Malformed),
+                "keep {keep}"
+            );
+        }
+        let long = name(
+            &[
+                "a".repeat(63),
+                "b".repeat(63),
+                "c".repeat(63),
+                "d".repeat(61),
+            ]
+            .join("."),
+        );
+        assert_eq!(
+            q.renamed_suffix(4, &long, &mut buf).err(),
+            Some(QueryError::Malformed)
+        );
+    }
+}
