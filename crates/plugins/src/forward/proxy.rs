@@ -272,14 +272,8 @@ impl Proxy {
                 self.observe(&reply, start.elapsed());
                 return Ok(reply);
             }
-            Transport::Tcp | Transport::Tls => {
-                let id = ids::id();
-                let mut msg = query.to_vec();
-                clusterdns_wire::set_id(&mut msg, id);
-                tokio::time::timeout_at(until, self.stream_exchange(t, &msg))
-                    .await
-                    .map_err(|_| self.deadline_err())??
-            }
+            // The pipe gives the query an ID of its own connection.
+            Transport::Tcp | Transport::Tls => self.stream_exchange(t, query, start, until).await?,
         };
         self.observe(&reply, start.elapsed());
         Ok(reply)
@@ -561,16 +555,30 @@ impl Proxy {
         Ok((p, false))
     }
 
-    /// One query over the upstream's pipelined TCP or TLS connection.
-    async fn stream_exchange(&self, t: Transport, msg: &[u8]) -> Result<Vec<u8>, ConnectError> {
-        let (pipe, cached) = self.pipe_for(t).await?;
-        let deadline = tokio::time::Instant::now() + self.opts.read_timeout;
-        match pipe.exchange(msg, deadline).await {
+    /// One query over the upstream's pipelined TCP or TLS connection: one
+    /// timer covers the read timeout (from `start`, or from the end of the
+    /// dial for a new connection) and the overall `until`.
+    async fn stream_exchange(
+        &self,
+        t: Transport,
+        msg: &[u8],
+        start: Instant,
+        until: tokio::time::Instant,
+    ) -> Result<Vec<u8>, ConnectError> {
+        // A pooled connection is ready at once, and a timeout whose future
+        // is ready on its first poll never arms its timer.
+        let (pipe, cached) = tokio::time::timeout_at(until, self.pipe_for(t))
+            .await
+            .map_err(|_| self.deadline_err())??;
+        let from = if cached { start } else { Instant::now() };
+        let read = tokio::time::Instant::from_std(from) + self.opts.read_timeout;
+        match pipe.exchange(msg, until.min(read)).await {
             Ok(reply) => Ok(reply),
             Err(PipeError::Closed) if cached => Err(ConnectError::CachedClosed),
             Err(PipeError::Closed) => {
                 Err(io::Error::new(io::ErrorKind::UnexpectedEof, "EOF").into())
             }
+            Err(PipeError::Timeout) if until < read => Err(self.deadline_err()),
             Err(PipeError::Timeout) => Err(timeout_err("read tcp", pipe.local(), self.addr).into()),
         }
     }
