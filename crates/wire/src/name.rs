@@ -432,14 +432,8 @@ impl Name {
 
     /// The labels of this name followed by `suffix`: `a.` ++ `b.c.` = `a.b.c.`.
     pub fn concat(&self, suffix: &Name) -> Result<Name, NameError> {
-        let head = self.len() - 1;
-        let new_len = head + suffix.len();
-        if new_len > MAX_NAME_LEN {
-            return Err(NameError::NameTooLong);
-        }
-        let mut n = *self;
-        n.buf[head..new_len].copy_from_slice(suffix.as_wire());
-        n.len = new_len as u8;
+        let mut n = Name::root();
+        n.set_concat(&self.as_wire()[..self.len() - 1], suffix)?;
         Ok(n)
     }
 }
