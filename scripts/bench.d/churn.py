@@ -50,9 +50,12 @@ def _endpoints(i: int, first: str | None) -> dict:
 
 class Writer:
     """Patches headless slices at RATE per second from THREADS threads
-    (k8s.Api keeps a connection per thread), until stopped."""
+    (k8s.Api keeps a connection per thread), until stopped. Each thread waits
+    for its PATCH to return, so THREADS / (mean PATCH time) bounds the rate:
+    the phase's note gives that time, to tell a writer short of threads from an
+    API server short of CPU."""
 
-    def __init__(self, api, rate: int, threads: int = 8):
+    def __init__(self, api, rate: int, threads: int = 32):
         self.api = api
         self.rate = rate
         self.threads = threads
@@ -60,6 +63,7 @@ class Writer:
         self.lock = threading.Lock()
         self.count = 0
         self.errors = 0
+        self.busy_s = 0.0  # summed PATCH round trips
         self.latest: tuple | None = None  # (service index, address, monotonic time)
         self.touched: set[int] = set()
         self.heads = [i for i in range(10000) if k8s.headless(i)]
@@ -87,14 +91,17 @@ class Writer:
                 self.count += 1
             i = self.heads[c % len(self.heads)]
             ip = _churn_ip(c)
+            sent = time.monotonic()
             try:
                 api.merge_patch(_slice_path(i), json.dumps(_endpoints(i, ip)).encode())
             except Exception:  # noqa: BLE001 - counted; the rate goes on
                 with self.lock:
                     self.errors += 1
+                    self.busy_s += time.monotonic() - sent
                 n += 1
                 continue
             with self.lock:
+                self.busy_s += time.monotonic() - sent
                 self.touched.add(i)
                 if self.latest is None or self.latest[2] < time.monotonic():
                     self.latest = (i, ip, time.monotonic())
@@ -143,6 +150,26 @@ def probe(writer: Writer, port: int, stop_ev: threading.Event, out: list) -> Non
         out.append(got)
 
 
+def _machine_ticks() -> tuple:
+    """(busy, all) jiffies of every CPU together, from /proc/stat."""
+    with open("/proc/stat", encoding="ascii") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]  # idle + iowait
+    return sum(v) - idle, sum(v)
+
+
+def _rig_ticks(bench) -> dict:
+    """utime+stime ticks of the private rig's kube-apiserver and etcd (absent: 0)."""
+    out = {}
+    for name in ("kube-apiserver", "etcd"):
+        try:
+            with open(os.path.join(bench.OUT, "rig", "run", f"{name}.pid"), encoding="ascii") as f:
+                out[name] = sum(bench.cpu_split(int(f.read().split()[0])))
+        except (OSError, ValueError, IndexError):
+            out[name] = 0
+    return out
+
+
 def run(ctx, bench, api, servers: list[str]) -> list[dict]:
     B = bench
     B.log("== scenario churn")
@@ -172,7 +199,8 @@ def run(ctx, bench, api, servers: list[str]) -> list[dict]:
             delays: list = []
             stop_ev = threading.Event()
             prober = threading.Thread(target=probe, args=(writer, port, stop_ev, delays), daemon=True)
-            c0 = writer.count
+            c0, w0 = writer.count, writer.busy_s
+            m0, r0, t0, sh0 = _machine_ticks(), _rig_ticks(B), time.monotonic(), os.times()
             u0, k0 = B.cpu_split(p.pid)
             prober.start()
             try:
@@ -181,24 +209,41 @@ def run(ctx, bench, api, servers: list[str]) -> list[dict]:
                 stop_ev.set()
                 prober.join(timeout=PROBE_TIMEOUT + 5)
             u1, k1 = B.cpu_split(p.pid)
+            m1, r1, wall, sh1 = _machine_ticks(), _rig_ticks(B), time.monotonic() - t0, os.times()
             done = st.get("completed") or 0
             cpu_us = ((u1 + k1) - (u0 + k0)) * 1e6 / B.CLK_TCK
             seen = sorted(d for d in delays if d is not None)
             missed = len(delays) - len(seen)
             made = writer.count - c0
             rate_w = made / (st.get("runtime") or secs)
+            # Where the two cores went in the phase: is 500 changes/s the
+            # writer's limit, the API server's, or the machine's?
+            nproc = os.cpu_count() or 1
+            busy = (m1[0] - m0[0]) / max(1, m1[1] - m0[1]) * nproc
+            api_ms = {k: (r1[k] - r0[k]) * 1e3 / B.CLK_TCK / made if made else None for k in r1}
+            own = ((sh1.user - sh0.user) + (sh1.system - sh0.system)) / wall
+            kids = ((sh1.children_user - sh0.children_user)
+                    + (sh1.children_system - sh0.children_system)) / wall
+            patch_ms = (writer.busy_s - w0) * 1e3 / made if made else None
+            cpu_note = (f"machine {busy:.2f} of {nproc} CPUs busy; CPU ms per change: "
+                        f"kube-apiserver {B.fmt(api_ms['kube-apiserver'], 2)}, etcd "
+                        f"{B.fmt(api_ms['etcd'], 2)}; writer and prober {own:.2f} CPUs, dnsperf "
+                        f"{kids:.2f}; mean PATCH {B.fmt(patch_ms, 1)} ms over {writer.threads} "
+                        f"writer threads (their bound {B.fmt(writer.threads * 1e3 / patch_ms if patch_ms else None, 0)}/s)")
             note = (f"{st.get('qps', 0):,.0f} q/s answered of {rate_q:,} offered, "
                     f"{st.get('lost', 0):.0f} lost; {rate_w:.0f} slice changes/s "
                     f"({changes}/s asked, {writer.errors} failed PATCHes so far); propagation "
                     f"p50 {B.fmt(B.pct(seen, 0.5), 1)} ms, p99 {B.fmt(B.pct(seen, 0.99), 1)} ms "
                     f"over {len(delays)} sampled changes, {missed} missed; {secs} s, "
-                    f"10k Services, pods verified")
+                    f"10k Services, pods verified; {cpu_note}")
             rows.append(B.row("churn", s, qps=st.get("qps"), cpu_us_per_query=cpu_us / done if done else None,
                               p50_us=st.get("p50_us"), p99_us=st.get("p99_us"),
                               rss_mib=B.rss_mib(p.pid), lost=st.get("lost"),
                               changes_per_s=rate_w, propagation_p50_ms=B.pct(seen, 0.5),
                               propagation_p99_ms=B.pct(seen, 0.99), propagation_samples=len(delays),
                               propagation_missed=missed, dnsperf=st.get("cmd"), reason=note,
+                              machine_cpus_busy=busy, apiserver_cpu_ms_per_change=api_ms["kube-apiserver"],
+                              etcd_cpu_ms_per_change=api_ms["etcd"], patch_ms=patch_ms,
                               status="ok" if p.poll() is None else "failed"))
             B.log(f"  churn/{s}: {note}")
     finally:
