@@ -242,6 +242,7 @@ class Ctx:
         self.kubeconfig: str | None = None
         self.k8s_ok_reason: str | None = None  # None = usable
         self.upstream_port: int | None = None
+        self.autopath_rows: set[str] = set()  # empty = all rows of the autopath scenario
 
 
 def write(path: str, text: str) -> str:
@@ -1152,14 +1153,16 @@ def measure_propagation(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict
     return rows
 
 
-def walk(sc: "Autopath", port: int, duration: float, kinds: str, start: int = 0) -> dict:
+def walk(sc: "Autopath", port: int, duration: float, kinds: str, start: int = 0,
+         any_answer: bool = False) -> dict:
     """walk.py on CPU 0 against PORT for DURATION seconds (lookups of KINDS
-    only, when given, from the START-th on); its JSON summary."""
+    only, when given, from the START-th on; ANY_ANSWER: every reply with
+    addresses is right, for the fixed-answer responder); its JSON summary."""
     args = ["taskset", "-c", CLIENT_CPU, sys.executable, os.path.join(HERE, "walk.py"),
             "--port", str(port), "--src", sc.POD_IP, "--file", sc.lookup_file,
             "--rate", str(sc.offered), "--duration", str(duration),
             "--inflight", str(sc.inflight), "--search", ",".join(sc.SEARCH), "--kinds", kinds,
-            "--start", str(start)]
+            "--start", str(start)] + (["--any-answer"] if any_answer else [])
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     PROCS.append(p)
     try:
@@ -1184,16 +1187,17 @@ def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autop
     port = free_port()
     load = print_uptime()
     tag = f".{variant}"
+    ceiling = server == "ceiling"
     p = start_server(ctx, server, None, port, corefile=sc.corefile(port, autopath, sc.compact(variant)),
                      tag=tag)
     try:
-        why = wait_up(p, port, sc.probe, True, secs=60)
+        why = wait_up(p, port, sc.probe, not ceiling, secs=60)
         if why:
             raise RuntimeError(f"{server} not serving {variant}: {why}: {last_log_line(ctx, server, tag)}")
         # The client Pod must be in the server's Pod index before autopath
         # can know the client: wait for the first search name of an external
         # lookup to come back answered (CNAME + A).
-        if autopath:
+        if autopath and not ceiling:
             first = f"www0.example.com.{sc.SEARCH[0]}"
             end = time.monotonic() + 60
             while True:
@@ -1204,7 +1208,7 @@ def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autop
                     raise RuntimeError(f"{server}: autopath never answered {first} from "
                                        f"{sc.POD_IP} (last: {r}): {last_log_line(ctx, server, tag)}")
                 time.sleep(0.2)
-        warm = walk(sc, port, 2, kinds)  # warm: caches, connections to the upstream
+        warm = walk(sc, port, 2, kinds, any_answer=ceiling)  # warm: caches, connections upstream
         # What the server burns with no queries (timers, the API watch), per
         # second: at 1,500 lookups/s it is spread over few lookups, so the
         # per-lookup figure is also given without it.
@@ -1214,7 +1218,7 @@ def measure_walk_once(ctx: Ctx, sc: "Autopath", server: str, variant: str, autop
         i1, t_i1 = sum(cpu_split(p.pid)), time.monotonic()
         idle_us_per_s = (i1 - i0) * 1e6 / CLK_TCK / (t_i1 - t_i0)
         u0, k0 = cpu_split(p.pid)
-        w = walk(sc, port, ctx.fixed_dur, kinds, start=warm.get("started") or 0)
+        w = walk(sc, port, ctx.fixed_dur, kinds, start=warm.get("started") or 0, any_answer=ceiling)
         u1, k1 = cpu_split(p.pid)
         rss = rss_mib(p.pid)
         if p.poll() is not None:
@@ -1255,7 +1259,14 @@ def measure_autopath(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
     up = start_upstream(ctx)
     try:
         for variant, autopath, kinds in sc.VARIANTS:
-            for s in servers:
+            if ctx.autopath_rows and variant not in ctx.autopath_rows:
+                continue
+            # The kernel's floor: the fixed-answer responder on the server's
+            # CPU, given the external rows' rate of single queries (it answers
+            # the first search name, so each lookup is one query, as with
+            # autopath): one wake-up, one receive, one send, no user-space work.
+            with_ceiling = variant == "autopath-external" and not availability(ctx, "ceiling", None)
+            for s in servers + (["ceiling"] if with_ceiling else []):
                 if sc.compact(variant) and s != "clusterdns":
                     rows.append(skipped(variant, s, "no compact Pod index: see its "
                                         f"{variant.removesuffix('-compact')} row (pods verified)"))
@@ -1300,8 +1311,11 @@ def measure_autopath(ctx: Ctx, servers: list[str], api: k8s.Api) -> list[dict]:
     finally:
         stop(up)
     for variant, *_ in sc.VARIANTS:
-        for s in ("unbound", "ceiling"):
-            rows.append(skipped(variant, s, "not applicable: no Pod index, no autopath"))
+        if ctx.autopath_rows and variant not in ctx.autopath_rows:
+            continue
+        rows.append(skipped(variant, "unbound", "not applicable: no Pod index, no autopath"))
+        if variant == "autopath-external" and availability(ctx, "ceiling", None):
+            rows.append(skipped(variant, "ceiling", availability(ctx, "ceiling", None)))
     return rows
 
 
@@ -1345,6 +1359,8 @@ def ratios(rows: list[dict]) -> list[dict]:
         for srv in ("clusterdns", "coredns"):
             ratio(f"{srv} autopath/off", on, by.get((on, srv)), by.get((off, srv)), LOOKUP_KEYS,
                   per_lookup=True)
+        ratio("clusterdns/ceiling", on, by.get((on, "clusterdns")), by.get((on, "ceiling")),
+              LOOKUP_KEYS, per_lookup=True)
         ratio("clusterdns autopath/coredns off", on, by.get((on, "clusterdns")),
               by.get((off, "coredns")), LOOKUP_KEYS, per_lookup=True)
         # client_index compact against CoreDNS's autopath on pods verified,
@@ -1455,10 +1471,13 @@ def main() -> int:
     ap.add_argument("--duration", type=int, help="seconds per dnsperf phase")
     ap.add_argument("--pods", type=int,
                     help="memory-pods: the large point (default 100000; 20000 with --quick)")
+    ap.add_argument("--autopath-rows", default="",
+                    help="autopath: only these rows (comma list, e.g. autopath-external)")
     args = ap.parse_args()
     if args.pods is not None and not 10000 <= args.pods <= 120000:
         ap.error("--pods must be within 10000..120000")
     ctx = Ctx(args.quick, args.runs, args.duration, args.pods)
+    ctx.autopath_rows = {r for r in args.autopath_rows.split(",") if r}
     chosen = args.scenario or ALL_SCENARIOS
     meta = machine()
     meta["quick"] = ctx.quick
