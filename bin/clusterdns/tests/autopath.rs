@@ -354,3 +354,195 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
         assert!(seen[1][1].ends_with("queries=1"), "{:?}", seen[1]);
     }
 }
+
+/// The upstream of the memo test: an A record for every name (TTL 60),
+/// NXDOMAIN with a SOA for every other type.
+const UPSTREAM_ANY_A: &str = r#".:@PORT@ {
+    bind 127.0.0.1
+    template IN A . {
+        answer "{{ .Name }} 60 IN A 10.1.2.3"
+    }
+    template ANY ANY . {
+        rcode NXDOMAIN
+        authority ". 60 IN SOA a.root. b.root. 1 7200 1800 86400 30"
+    }
+}
+"#;
+
+/// The cluster Corefile with `cache 30` (behind autopath, as plugin.cfg
+/// orders them) and the metrics.
+const COREFILE_CACHED: &str = "
+.:@PORT@ {
+    bind 127.0.0.1
+    errors
+    prometheus 127.0.0.1:@PORT_METRICS@
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig @KUBECONFIG@
+        pods verified
+    }
+    autopath @kubernetes
+    forward . 127.0.0.1:@UPSTREAM@
+    cache 30
+}
+";
+
+/// Walks answered wholly from the cache are served again in one step
+/// (autopath's memo): for two Pods in two namespaces, asked again and
+/// again over several seconds, every reply is CoreDNS's (TTLs counting
+/// down alike, within the second the two caches stored at apart), the
+/// cache and autopath counters move alike, and a Service created after
+/// its name's NXDOMAIN was cached is found once that entry expires.
+#[test]
+fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
+    let Some(rig) = Rig::get() else { return };
+    let coredns = rig.coredns();
+    let up =
+        RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM_ANY_A).named("upstream"))
+            .expect("upstream");
+    let port = up.addr.port().to_string();
+    let a = rig.namespace("ap17m-a").expect("namespace");
+    let b = rig.namespace("ap17m-b").expect("namespace");
+    let (na, nb) = (a.name().to_string(), b.name().to_string());
+    rig.apply_yaml(&services_yaml(&na)).expect("services");
+    rig.apply_yaml(&services_yaml(&nb)).expect("services");
+    rig.apply_yaml(&pod_yaml(&na, "client")).expect("pod");
+    rig.apply_yaml(&pod_yaml(&nb, "client")).expect("pod");
+    let (ca, cb) = (pod_ip(30), pod_ip(31));
+    set_pod_ip(&rig, &na, "client", ca);
+    set_pod_ip(&rig, &nb, "client", cb);
+    let d = Differential::between(
+        Some(&rig),
+        ServerSpec::coredns(&rig, COREFILE_CACHED).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(clusterdns(), COREFILE_CACHED).var("UPSTREAM", &port),
+    )
+    .expect("start both");
+    // Both know both Pods (a walk's CNAME) and the Services. The names
+    // probed are not the ones measured below, so their entries stay
+    // unseen until then.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (client, ns, other) in [(ca, &na, &nb), (cb, &nb, &na)] {
+        let probe = Query::new(&format!("web.{other}.{ns}.svc.cluster.local."), "A");
+        loop {
+            let walked = |addr| {
+                ask_from(client, addr, &probe)
+                    .response()
+                    .and_then(|r| r.answer.first().map(|x| x.rtype == "CNAME"))
+                    .unwrap_or(false)
+            };
+            if walked(d.reference.addr) && walked(d.candidate.addr) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not synced for {ns}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // What the probes stored expires (5 s), so both caches start alike.
+    std::thread::sleep(Duration::from_secs(6));
+    let before = (metrics(&d.reference), metrics(&d.candidate));
+    // Three walks per name and client within a second: misses first, then
+    // hits (clusterdns keeps the second and serves the third from it).
+    let names = |ns: &str, other: &str| {
+        [
+            format!("ext.example.test.{ns}.svc.cluster.local."),
+            format!("Web.{other}.{ns}.svc.cluster.local."),
+            format!("alias.{other}.{ns}.svc.cluster.local."),
+        ]
+    };
+    let mut failed = Vec::new();
+    let t0 = Instant::now();
+    for _ in 0..3 {
+        for (client, ns, other) in [(ca, &na, &nb), (cb, &nb, &na)] {
+            for n in names(ns, other) {
+                let q = Query::new(&n, "A");
+                let r = ask_from(client, d.reference.addr, &q);
+                let c = ask_from(client, d.candidate.addr, &q);
+                failed.extend(
+                    compare(&r, &c, TtlMode::Within(1))
+                        .into_iter()
+                        .map(|x| format!("{n}: {x}")),
+                );
+            }
+        }
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "too slow to stay within the entries' TTLs"
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let (r, c) = (metrics(&d.reference), metrics(&d.candidate));
+    // The counters moved alike (the probes before moved them alike too,
+    // but took their own time: compare the difference).
+    let moved = |after: &str, before: &str, port: u16| {
+        let pick = |t: &str| {
+            t.lines()
+                .filter(|l| {
+                    [
+                        "coredns_cache_hits_total",
+                        "coredns_cache_misses_total",
+                        "coredns_cache_requests_total",
+                        "coredns_autopath_success_total",
+                    ]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+                })
+                .map(|l| {
+                    let (k, v) = l.rsplit_once(' ').unwrap();
+                    (
+                        k.replace(&format!(":{port}"), ":PORT"),
+                        v.parse::<f64>().unwrap(),
+                    )
+                })
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let (a, b) = (pick(after), pick(before));
+        a.into_iter()
+            .map(|(k, v)| {
+                let was = b.get(&k).copied().unwrap_or(0.0);
+                (k, v - was)
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let rm = moved(&r, &before.0, d.reference.addr.port());
+    let cm = moved(&c, &before.1, d.candidate.addr.port());
+    assert!(!rm.is_empty(), "{r}");
+    assert_eq!(rm, cm, "the counters moved alike");
+
+    // A name that walks out to the upstream, asked until it is kept; then
+    // a Service of that name is created in the first namespace.
+    let late = format!("late.{na}.svc.cluster.local.");
+    let q = Query::new(&late, "A");
+    for _ in 0..3 {
+        let c = ask_from(ca, d.candidate.addr, &q);
+        let first = c.response().and_then(|r| r.answer.first().cloned());
+        assert_eq!(first.map(|r| r.rtype), Some("CNAME".to_string()), "{c:?}");
+    }
+    rig.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: late, namespace: {na}}}\nspec:\n  ports: [{{name: http, port: 80, protocol: TCP}}]\n"
+    ))
+    .expect("service");
+    // Found once the cached NXDOMAIN (5 s) expires and the watch told of
+    // it; until then the kept walk, counting down.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = ask_from(ca, d.candidate.addr, &q);
+        let first = c.response().and_then(|r| r.answer.first().cloned());
+        if first
+            .as_ref()
+            .is_some_and(|r| r.rtype == "A" && r.name == late)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the late Service never found: {c:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // And CoreDNS (never asked for it) agrees once clusterdns's entry
+    // expired too.
+    std::thread::sleep(Duration::from_secs(6));
+    let r = ask_from(ca, d.reference.addr, &q);
+    let c = ask_from(ca, d.candidate.addr, &q);
+    let diffs = compare(&r, &c, TtlMode::Within(1));
+    assert!(diffs.is_empty(), "{diffs:?}");
+}

@@ -59,7 +59,7 @@ pub use setup::{
     BlockChain, BlockFilter, ChainTail, ConnLimits, HttpReply, HttpRoute, PluginDef, ReadyList,
     SetupCtx, SetupFn, Shared,
 };
-pub use writer::{OptAt, ResponseWriter};
+pub use writer::{OptAt, ResponseWriter, StoreHits, Stored};
 
 // The metrics registry and log lines live in clusterdns-observe, which
 // agents that are not plugins use too; plugins keep reaching them here.

@@ -1,6 +1,8 @@
 //! The buffer a reply is written into.
 
 use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
 
 use clusterdns_wire::{Header, Message, MessageBuilder, Opcode, Query, Rcode};
 
@@ -16,6 +18,58 @@ pub enum OptAt {
     TtlAt(usize),
     /// Not known: the message came from elsewhere and must be searched.
     Unknown,
+}
+
+/// What a store (the cache) tells about a reply it copied from an entry:
+/// the reply holds until the entry expires and is the same bytes for the
+/// same query until then, but for its TTLs, which count down from
+/// `ttl_s` by the whole seconds since `stored`. A plugin that runs the
+/// chain several times for one query (autopath's walk) may keep the reply
+/// it made of such steps until the earliest of them expires.
+#[derive(Clone)]
+pub struct Stored {
+    /// When the entry was stored, on the query arrival's clock
+    /// ([`Request::received`](crate::Request::received)).
+    pub stored: Instant,
+    /// The TTL it was stored with, in seconds: at `t` every record's TTL
+    /// is `ttl_s` less the whole seconds from `stored` to `t`, and the
+    /// entry answers while that is above 0.
+    pub ttl_s: u32,
+    /// Whether it is a denial (NXDOMAIN, NODATA): the store counts hits
+    /// of each kind apart.
+    pub denial: bool,
+    /// Counts a hit as the store would have counted this one, for a
+    /// reply served again without asking the store.
+    pub counter: Arc<dyn StoreHits>,
+}
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stored")
+            .field("stored", &self.stored)
+            .field("ttl_s", &self.ttl_s)
+            .field("denial", &self.denial)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stored {
+    /// The TTL the store would give at `t` (0 or less: expired).
+    pub fn ttl_at(&self, t: Instant) -> i64 {
+        let elapsed = t.saturating_duration_since(self.stored).as_secs();
+        i64::from(self.ttl_s) - i64::try_from(elapsed).unwrap_or(i64::MAX)
+    }
+
+    /// The first instant the entry no longer answers.
+    pub fn expires(&self) -> Instant {
+        self.stored + std::time::Duration::from_secs(u64::from(self.ttl_s))
+    }
+}
+
+/// A store's hit counters, for [`Stored::counter`].
+pub trait StoreHits: Send + Sync {
+    /// Counts one hit (a denial or not) under the `server` label.
+    fn count_hit(&self, server: &str, denial: bool);
 }
 
 /// Where a plugin writes its reply.
@@ -51,6 +105,9 @@ pub struct ResponseWriter {
     /// The answer depends on who asked (a per-client policy decided it),
     /// so a cache keyed on the question must not keep it.
     per_client: bool,
+    /// The message is a store's copy of an entry ([`Stored`]); forgotten
+    /// by every write to the buffer.
+    stored: Option<Stored>,
 }
 
 impl ResponseWriter {
@@ -90,6 +147,7 @@ impl ResponseWriter {
         self.built = true;
         self.by_server = false;
         self.more.clear();
+        self.stored = None;
         MessageBuilder::reply_to(query, &mut self.buf).counting_savings(&mut self.saved_slot)
     }
 
@@ -97,6 +155,7 @@ impl ResponseWriter {
     /// cache or an upstream).
     pub fn set_message(&mut self, msg: &[u8]) {
         self.opt = OptAt::Unknown;
+        self.stored = None;
         self.built = false;
         self.by_server = false;
         self.saved = None;
@@ -151,6 +210,18 @@ impl ResponseWriter {
         self.per_client
     }
 
+    /// Marks the message just written as a store's copy of an entry
+    /// (the cache's hit); any later write to the buffer forgets it.
+    pub fn set_stored(&mut self, stored: Stored) {
+        self.stored = Some(stored);
+    }
+
+    /// Takes what [`ResponseWriter::set_stored`] said of the message, if
+    /// nothing wrote to it since.
+    pub fn take_stored(&mut self) -> Option<Stored> {
+        self.stored.take()
+    }
+
     /// The message written so far.
     pub fn bytes(&self) -> &[u8] {
         &self.buf
@@ -161,6 +232,7 @@ impl ResponseWriter {
     /// one without an OPT record if it had none. A known OPT position is
     /// forgotten (the edit may move it); see [`ResponseWriter::fields_mut`].
     pub fn buffer_mut(&mut self) -> &mut Vec<u8> {
+        self.stored = None;
         if let OptAt::TtlAt(_) = self.opt {
             self.opt = OptAt::Unknown;
         }
@@ -171,6 +243,7 @@ impl ResponseWriter {
     /// TTLs, the question's case) that move no record: a known OPT
     /// position stays known.
     pub fn fields_mut(&mut self) -> &mut [u8] {
+        self.stored = None;
         &mut self.buf
     }
 
@@ -193,6 +266,7 @@ impl ResponseWriter {
     /// message as possibly carrying an OPT record.
     pub fn raw_buffer(&mut self) -> &mut Vec<u8> {
         self.opt = OptAt::Unknown;
+        self.stored = None;
         self.built = false;
         self.by_server = false;
         self.saved = None;
@@ -206,6 +280,7 @@ impl ResponseWriter {
     /// is stored without one.
     pub fn replay_buffer(&mut self) -> &mut Vec<u8> {
         self.opt = OptAt::Absent;
+        self.stored = None;
         self.built = false;
         self.by_server = false;
         self.saved = None;
@@ -281,6 +356,7 @@ impl ResponseWriter {
     /// Empties the buffer, keeping its capacity.
     pub fn clear(&mut self) {
         self.more.clear();
+        self.stored = None;
         self.opt = OptAt::Absent;
         self.built = false;
         self.by_server = false;

@@ -1,5 +1,7 @@
 #![doc = include_str!("README.md")]
 
+mod memo;
+
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 
@@ -42,6 +44,8 @@ pub struct AutoPath {
     /// setup so counting takes no lock.
     success: Vec<(String, Arc<Counter>)>,
     family: Arc<Family<Counter>>,
+    /// Walks answered wholly from the cache, served again in one step.
+    memo: memo::Memo,
 }
 
 impl std::fmt::Debug for AutoPath {
@@ -142,6 +146,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         tail: tail.clone(),
         success,
         family,
+        memo: memo::Memo::default(),
     }));
     ctx.bind_tail(&tail);
     Ok(())
@@ -238,12 +243,17 @@ impl AutoPath {
             return Step::Next;
         }
         cnamer(w, req.qname());
-        if let Some((_, c)) = self.success.iter().find(|(l, _)| l == req.server) {
+        self.count_success(req.server);
+        Step::Done(Flow::Answered)
+    }
+
+    /// `coredns_autopath_success_total` + 1.
+    fn count_success(&self, server: &str) {
+        if let Some((_, c)) = self.success.iter().find(|(l, _)| l == server) {
             c.inc();
         } else {
-            self.family.with(&[req.server]).inc();
+            self.family.with(&[server]).inc();
         }
-        Step::Done(Flow::Answered)
     }
 
     /// Every name of the walk tried: the first reply, as it was.
@@ -253,7 +263,8 @@ impl AutoPath {
     }
 
     /// The walk from name `from` on the receiving thread; defers to the
-    /// asynchronous path at the first plugin that needs it.
+    /// asynchronous path at the first plugin that needs it. A walk whose
+    /// every step was a cache hit is kept under `key` ([`memo`]).
     fn walk_sync(
         &self,
         tail: &Chain,
@@ -261,9 +272,13 @@ impl AutoPath {
         w: &mut ResponseWriter,
         search: &[Name],
         base: usize,
+        key: &[u8],
     ) -> Flow {
         let mut packet = PACKET.take();
         let mut first = FIRST.take();
+        let mut steps = memo::STEPS.take();
+        steps.clear();
+        let mut all_stored = true;
         let mut flow = None;
         for (i, s) in search.iter().enumerate() {
             // The client's query with the question's name replaced
@@ -275,7 +290,15 @@ impl AutoPath {
             let inner = req.for_query(&q, req.edits.fork());
             match tail.run_sync(&inner, w) {
                 Ok(outcome) => {
+                    // Before `after`, whose CNAME splice rewrites the reply.
+                    match w.take_stored() {
+                        Some(s) if all_stored => steps.push(s),
+                        _ => all_stored = false,
+                    }
                     if let Step::Done(f) = self.after(req, w, i, outcome, &mut first) {
+                        if all_stored && matches!(f, Flow::Answered) && !w.is_per_client() {
+                            self.memo.keep(key, w, &steps, req.received);
+                        }
                         flow = Some(f);
                         break;
                     }
@@ -294,6 +317,8 @@ impl AutoPath {
             }
         }
         let flow = flow.unwrap_or_else(|| Self::give_first(w, &first));
+        steps.clear();
+        memo::STEPS.set(steps);
         PACKET.set(packet);
         FIRST.set(first);
         flow
@@ -318,7 +343,14 @@ impl Plugin for AutoPath {
         self.search_path(req, &mut search);
         let flow = match self.base(req, &search) {
             Ok(None) => Flow::Next,
-            Ok(Some(base)) => self.walk_sync(tail, req, w, &search, base),
+            Ok(Some(base)) => memo::Memo::with_key(req, &search, |key| {
+                if self.memo.serve(key, req, w) {
+                    self.count_success(req.server);
+                    Flow::Answered
+                } else {
+                    self.walk_sync(tail, req, w, &search, base, key)
+                }
+            }),
             Err(fail) => fail,
         };
         SEARCH.set(search);

@@ -184,3 +184,193 @@ fn other_replies_are_not_spliced() {
     cut.truncate(cut.len() - 20);
     assert!(super::splice(&cut, &mut out, &original).is_none());
 }
+
+/// Like [`Fake`] (`x.b.test.` found, TTL 7; NXDOMAIN otherwise), counting
+/// the queries it answers: the plugins behind the cache, asked live.
+struct Counting(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Plugin for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+    fn query(&self, req: &Request<'_>, w: &mut ResponseWriter) -> Flow {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Fake.query(req, w)
+    }
+}
+
+/// `autopath FILE` (search `a.test b.test`), then `CACHE` (when given),
+/// then [`Counting`]: the chain, the live-query counter, the registry.
+fn cached_chain(
+    dir: &Path,
+    cache: Option<&str>,
+) -> (Chain, Arc<std::sync::atomic::AtomicUsize>, Arc<Registry>) {
+    std::fs::write(dir.join("resolv.conf"), "search A.test b.test\n").unwrap();
+    let text = format!(
+        ".:53 {{\n autopath resolv.conf\n {}\n}}\n",
+        cache.unwrap_or("")
+    );
+    let cf = parse_str(&text, Path::new("Corefile"), &ProcessEnv).unwrap();
+    let block = &cf.blocks[0];
+    let keys: Vec<_> = block.keys.iter().map(|k| parse_key(k).unwrap()).collect();
+    let registry = Arc::new(Registry::new());
+    let mut shared = Shared::new(registry.clone());
+    let mut ctx = SetupCtx::new(block, &keys, dir, &mut shared);
+    let dirs: Vec<_> = block.directives_named("autopath").collect();
+    (DEF.setup)(&mut ctx, &dirs).unwrap();
+    if cache.is_some() {
+        let dirs: Vec<_> = block.directives_named("cache").collect();
+        (crate::cache::DEF.setup)(&mut ctx, &dirs).unwrap();
+    }
+    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    ctx.add_plugin(Arc::new(Counting(live.clone())));
+    (Chain::new(ctx.take_plugins()), live, registry)
+}
+
+/// The reply to `name` from `client` arriving `after` from `t0`.
+fn ask_at(
+    c: &Chain,
+    name: &str,
+    client: [u8; 4],
+    t0: std::time::Instant,
+    after_ms: u64,
+) -> Vec<u8> {
+    let pkt = testing::query(name, Rtype::A);
+    let q = Query::parse(&pkt).unwrap();
+    let zone = Name::root();
+    let mut req = testing::request(&q, &zone);
+    req.client = std::net::SocketAddr::from((client, 40000));
+    req.received = t0 + std::time::Duration::from_millis(after_ms);
+    let mut w = ResponseWriter::new();
+    c.run_sync(&req, &mut w).unwrap();
+    w.bytes().to_vec()
+}
+
+fn live(n: &std::sync::atomic::AtomicUsize) -> usize {
+    n.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The value of the metric line starting with `prefix` (0 when absent).
+fn metric(r: &Registry, prefix: &str) -> u64 {
+    r.render()
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+fn autopath_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("autopath-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn answer_ttls(msg: &[u8]) -> Vec<String> {
+    testing::reply(msg)
+        .answer
+        .iter()
+        .map(|a| a.split('\t').nth(1).unwrap().to_string())
+        .collect()
+}
+
+/// A walk the cache answered wholly is served again in one step: the
+/// same bytes a walk gives at that moment (TTLs counting down), nothing
+/// asked behind, the counters moved as by the walk; it ends when the
+/// first of its entries (the NXDOMAIN's 5 s) expires, and the walk asks
+/// the plugins behind again.
+#[test]
+fn a_walk_from_the_cache_is_served_again_until_its_first_entry_expires() {
+    let dir = autopath_dir("memo");
+    let (c, n, reg) = cached_chain(&dir, Some("cache 30"));
+    let t0 = std::time::Instant::now();
+    let me = [10, 0, 0, 1];
+    let first = ask_at(&c, "X.a.test.", me, t0, 0);
+    assert_eq!(
+        live(&n),
+        2,
+        "the first walk asks both names behind the cache"
+    );
+    // Every name a cache hit: the walk is kept.
+    assert_eq!(super::memo::KEPT.get(), 0, "a walk of misses is not kept");
+    let walked = ask_at(&c, "X.a.test.", me, t0, 1500);
+    assert_eq!(live(&n), 2);
+    assert_eq!(super::memo::KEPT.get(), 1);
+    assert_eq!(answer_ttls(&first), ["7", "7"]);
+    assert_eq!(answer_ttls(&walked), ["6", "6"]);
+    let hits = |d: &str| {
+        metric(
+            &reg,
+            &format!("coredns_cache_hits_total{{server=\"dns://:53\",type=\"{d}\""),
+        )
+    };
+    let requests = || metric(&reg, "coredns_cache_requests_total{");
+    let success = || metric(&reg, "coredns_autopath_success_total{");
+    let before = (hits("denial"), hits("success"), requests(), success());
+    assert_eq!(
+        before,
+        (1, 1, 4, 2),
+        "two walks: one of misses, one of hits"
+    );
+    let kept = ask_at(&c, "X.a.test.", me, t0, 1900);
+    assert_eq!(
+        kept, walked,
+        "served again: the same bytes at the same second"
+    );
+    assert_eq!(live(&n), 2, "nothing asked behind");
+    assert_eq!(super::memo::SERVED.get(), 1, "served from the kept walk");
+    assert_eq!(
+        (hits("denial"), hits("success"), requests(), success()),
+        (2, 2, 6, 3),
+        "counted as the walk counts: a hit per name, one autopath success"
+    );
+    // (The entries were stored within the first moments after `t0`: the
+    // times asked are half a second past whole seconds.)
+    // Another client walks at 3.5 s (its own key); the first is served the
+    // kept walk, byte for byte what that walk gave.
+    let other = ask_at(&c, "X.a.test.", [10, 0, 0, 2], t0, 3500);
+    let kept = ask_at(&c, "X.a.test.", me, t0, 3500);
+    assert_eq!(answer_ttls(&other), ["4", "4"]);
+    assert_eq!(kept, other);
+    assert_eq!(live(&n), 2);
+    assert_eq!(super::memo::SERVED.get(), 2);
+    // The case asked is the key's: another case walks (and is kept apart).
+    let upper = ask_at(&c, "X.A.test.", me, t0, 3500);
+    assert_eq!(
+        testing::reply(&upper).answer[0],
+        "X.A.test.\t4\tIN\tCNAME\tX.b.test."
+    );
+    // By 5.5 s the NXDOMAIN for X.a.test. expires: the walk runs and asks
+    // it behind the cache again.
+    let after = ask_at(&c, "X.a.test.", me, t0, 5500);
+    assert_eq!(live(&n), 3, "the expired name asked again behind the cache");
+    assert_eq!(
+        super::memo::SERVED.get(),
+        2,
+        "an expired walk is not served"
+    );
+    assert_eq!(answer_ttls(&after), ["2", "2"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A walk with any name answered behind the cache is never kept, nor one
+/// without a cache at all, nor one from a cache that does not count its
+/// TTLs down (`keepttl`) or counts hits for prefetch.
+#[test]
+fn walks_not_wholly_from_a_counting_cache_are_not_kept() {
+    for cache in [
+        None,
+        Some("cache 30 {\n keepttl\n }"),
+        Some("cache 30 {\n prefetch 1\n }"),
+    ] {
+        let dir = autopath_dir("nomemo");
+        let (c, n, _) = cached_chain(&dir, cache);
+        let t0 = std::time::Instant::now();
+        for i in 0..3 {
+            ask_at(&c, "X.a.test.", [10, 0, 0, 1], t0, i * 100);
+        }
+        let walks = if cache.is_none() { 6 } else { 2 };
+        assert_eq!(live(&n), walks, "{cache:?}");
+        assert_eq!(super::memo::KEPT.get(), 0, "{cache:?}: nothing kept");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -9,7 +9,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use clusterdns_plugin::response::Kind;
-use clusterdns_plugin::{ChainTail, Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter};
+use clusterdns_plugin::{
+    ChainTail, Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, StoreHits, Stored,
+};
 use clusterdns_wire::{Class, Message, Name, Query, Rcode, Rtype};
 
 use metrics::{Handles, Metrics};
@@ -43,6 +45,14 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
         let _ = t;
         self.now_ms()
     }
+
+    /// The instant of `ms` on this clock, when it is the monotonic one:
+    /// a hit tells its entry's store time by it ([`Stored`]). A clock of
+    /// its own (tests') has none, and its hits are not marked.
+    fn instant_of(&self, ms: u64) -> Option<Instant> {
+        let _ = ms;
+        None
+    }
 }
 
 /// The process's monotonic clock.
@@ -62,6 +72,12 @@ impl Clock for MonotonicClock {
 
     fn at_ms(&self, t: Instant) -> u64 {
         u64::try_from(t.saturating_duration_since(self.0).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    // Whole milliseconds from the start: the seconds elapsed from this
+    // instant to `t` are exactly those `Entry::ttl` counts at `at_ms(t)`.
+    fn instant_of(&self, ms: u64) -> Option<Instant> {
+        self.0.checked_add(std::time::Duration::from_millis(ms))
     }
 }
 
@@ -174,6 +190,12 @@ struct Hit {
     denial: bool,
     stale: bool,
     refresh: Option<Arc<Entry>>,
+    /// The entry's store time (the cache clock's ms) and TTL, when the
+    /// reply is one that stays the same but for its counting TTLs until
+    /// the entry expires ([`Stored`]): fresh, TTLs counting down (not
+    /// `keepttl`), no prefetch counting hits, not a SERVFAIL (whose
+    /// answer a fresh positive entry may take over).
+    stamp: Option<(u64, u32)>,
 }
 
 fn matches_any(zones: &[Name], name: &Name) -> bool {
@@ -421,10 +443,13 @@ impl Inner {
             } else {
                 None
             };
+            let stamp = (!stale && !e.servfail && self.cfg.prefetch == 0 && !self.cfg.keepttl)
+                .then(|| (e.stored_at(), e.orig_ttl));
             Some(Ok(Hit {
                 denial,
                 stale,
                 refresh,
+                stamp,
             }))
         };
         let neg = match self.neg.with(k, |e| serve(e, true, w)) {
@@ -760,6 +785,24 @@ impl Inner {
     }
 }
 
+/// A request answered from the store: a hit of its kind.
+fn count_hit(h: &Handles, denial: bool) {
+    h.requests.inc();
+    if denial {
+        h.hits_denial.inc();
+    } else {
+        h.hits_success.inc();
+    }
+}
+
+/// An autopath walk kept from hits is served again without asking the
+/// cache; it counts each hit through this.
+impl StoreHits for Inner {
+    fn count_hit(&self, server: &str, denial: bool) {
+        self.metrics.with(server, |h| count_hit(h, denial));
+    }
+}
+
 impl Plugin for Cache {
     fn name(&self) -> &'static str {
         "cache"
@@ -797,13 +840,18 @@ impl Plugin for Cache {
                 };
             }
         };
+        if let Some((ms, ttl_s)) = hit.stamp
+            && let Some(stored) = inner.clock.instant_of(ms)
+        {
+            w.set_stored(Stored {
+                stored,
+                ttl_s,
+                denial: hit.denial,
+                counter: inner.clone(),
+            });
+        }
         inner.metrics.with(req.server, |h| {
-            h.requests.inc();
-            if hit.denial {
-                h.hits_denial.inc();
-            } else {
-                h.hits_success.inc();
-            }
+            count_hit(h, hit.denial);
             if hit.stale {
                 h.served_stale.inc();
             }

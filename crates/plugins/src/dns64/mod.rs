@@ -151,8 +151,9 @@ impl std::fmt::Debug for Dns64 {
 /// Where a deferred query stands.
 enum Stage {
     /// The plugins behind deferred the AAAA query at this position; their
-    /// own note travels in the writer.
-    Resume(Deferred, ResponseWriter),
+    /// own note travels in the writer (boxed: a writer is large, and the
+    /// stage is only built on the way to the asynchronous path).
+    Resume(Deferred, Box<ResponseWriter>),
     /// Their AAAA reply needs synthesis.
     Translate(Vec<u8>),
 }
@@ -275,7 +276,7 @@ impl Plugin for Dns64 {
                 Err(stage) => stage,
             },
             Err(d) => {
-                let mut theirs = ResponseWriter::default();
+                let mut theirs = Box::<ResponseWriter>::default();
                 w.carry_note_to(&mut theirs);
                 Stage::Resume(d, theirs)
             }
