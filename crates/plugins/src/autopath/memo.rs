@@ -22,6 +22,11 @@ use parking_lot::RwLock;
 /// nothing more is kept.
 pub(super) const CAP: usize = 10_000;
 
+/// A full memo is swept for expired walks at most this often: a sweep
+/// reads every entry under the write lock, and a client asking each of
+/// many names twice would otherwise make every query a sweep.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One finished walk.
 struct Finished {
     /// The reply as the walk wrote it (its ID is the client's).
@@ -40,10 +45,17 @@ struct Finished {
 type Map = std::collections::HashMap<Box<[u8]>, Finished, foldhash::fast::RandomState>;
 
 /// The finished walks, by everything the walk's reply depends on
-/// ([`Memo::key`]).
+/// ([`Memo::with_key`]).
 #[derive(Default)]
 pub(super) struct Memo {
-    map: RwLock<Map>,
+    map: RwLock<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    walks: Map,
+    /// When a full memo may be swept again.
+    next_sweep: Option<Instant>,
 }
 
 thread_local! {
@@ -89,7 +101,7 @@ impl Memo {
     /// arrival; counts the cache's hits as the walk would.
     pub(super) fn serve(&self, key: &[u8], req: &Request<'_>, w: &mut ResponseWriter) -> bool {
         let map = self.map.read();
-        let Some(f) = map.get(key) else {
+        let Some(f) = map.walks.get(key) else {
             return false;
         };
         let now = req.received;
@@ -155,14 +167,18 @@ impl Memo {
             steps: steps.into(),
             expires,
         };
-        let mut map = self.map.write();
-        if map.len() >= CAP && !map.contains_key(key) {
-            map.retain(|_, f| f.expires > now);
-            if map.len() >= CAP {
+        let mut kept = self.map.write();
+        if kept.walks.len() >= CAP && !kept.walks.contains_key(key) {
+            if kept.next_sweep.is_some_and(|t| now < t) {
+                return;
+            }
+            kept.next_sweep = Some(now + SWEEP_EVERY);
+            kept.walks.retain(|_, f| f.expires > now);
+            if kept.walks.len() >= CAP {
                 return;
             }
         }
-        map.insert(key.into(), f);
+        kept.walks.insert(key.into(), f);
         #[cfg(test)]
         KEPT.set(KEPT.get() + 1);
     }
@@ -174,4 +190,84 @@ thread_local! {
     pub(super) static KEPT: Cell<usize> = const { Cell::new(0) };
     /// Kept walks served by this thread.
     pub(super) static SERVED: Cell<usize> = const { Cell::new(0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use clusterdns_plugin::{ResponseWriter, StoreHits, Stored};
+    use clusterdns_wire::{Class, Header, MessageBuilder, Name, RData, Rtype, Section};
+
+    use super::{CAP, Memo, SWEEP_EVERY};
+
+    struct NoCount;
+    impl StoreHits for NoCount {
+        fn count_hit(&self, _: &str, _: bool) {}
+    }
+
+    fn steps(stored: Instant, ttl_s: u32) -> Vec<Stored> {
+        vec![Stored {
+            stored,
+            ttl_s,
+            denial: false,
+            counter: Arc::new(NoCount),
+        }]
+    }
+
+    /// A reply with one A record whose TTL is `ttl`.
+    fn writer(ttl: u32) -> ResponseWriter {
+        let name: Name = "a.example.".parse().unwrap();
+        let mut buf = Vec::new();
+        let mut b = MessageBuilder::new(&mut buf, Header::default());
+        b.push_question(&name, Rtype::A, Class::IN).unwrap();
+        b.push(
+            Section::Answer,
+            &name,
+            Class::IN,
+            ttl,
+            &RData::A([10, 0, 0, 1].into()),
+        )
+        .unwrap();
+        let mut w = ResponseWriter::new();
+        w.set_message(&buf);
+        w
+    }
+
+    fn len(m: &Memo) -> usize {
+        m.map.read().walks.len()
+    }
+
+    #[test]
+    fn a_full_memo_is_swept_at_most_once_a_second() {
+        let memo = Memo::default();
+        let t0 = Instant::now();
+        // Full: half the walks expire at t0 + 1.2 s (TTL 2 s, stored 0.8 s
+        // before t0), half at t0 + 30 s.
+        let (short, long) = (writer(2), writer(30));
+        let early = t0 - Duration::from_millis(800);
+        for i in 0..CAP {
+            let key = i.to_be_bytes();
+            if i % 2 == 0 {
+                memo.keep(&key, &short, &steps(early, 2), early);
+            } else {
+                memo.keep(&key, &long, &steps(t0, 30), t0);
+            }
+        }
+        assert_eq!(len(&memo), CAP);
+        let new = writer(30);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // t0 + 1 s: a sweep finds nothing expired; not kept.
+        memo.keep(b"new-1", &new, &steps(at(1000), 30), at(1000));
+        assert_eq!(len(&memo), CAP);
+        // t0 + 1.5 s: half have expired, but the last sweep was under a
+        // second ago: no sweep, not kept.
+        memo.keep(b"new-2", &new, &steps(at(1500), 30), at(1500));
+        assert_eq!(len(&memo), CAP);
+        // A second after the first sweep: swept, kept.
+        let t = at(1000) + SWEEP_EVERY;
+        memo.keep(b"new-3", &new, &steps(t, 30), t);
+        assert_eq!(len(&memo), CAP / 2 + 1);
+    }
 }
