@@ -27,6 +27,12 @@ use crate::sys::{self, Batch};
 /// Datagrams per `recvmmsg`/`sendmmsg`.
 const BATCH: usize = 32;
 
+/// Batches a worker receives in a row, while datagrams keep arriving,
+/// before it drives its deferred queries again (see `worker`): enough
+/// for receiving to outpace a flood of forwards, few enough that their
+/// replies still flow.
+const RECV_RUN: u32 = 8;
+
 /// How long a worker waits before sending again into a full send buffer,
 /// and how many times it tries before dropping the batch's replies.
 const SEND_RETRY: Duration = Duration::from_millis(1);
@@ -185,13 +191,37 @@ async fn worker(
     // batches (a spawned task per query cost an allocation aligned to a
     // cache line and the moves of its future in and out of the task).
     let mut pending = FuturesUnordered::new();
+    // Batches received since the deferred queries were last driven.
+    let mut run = 0u32;
     loop {
         let event = poll_fn(|cx| {
-            while let Poll::Ready(Some(())) = pending.poll_next_unpin(cx) {}
             if Pin::new(&mut stop).poll(cx).is_ready() {
                 return Poll::Ready(Event::Stop);
             }
-            sock.poll_read_ready(cx).map(Event::Readable)
+            // Receiving comes first: a worker that falls behind loses
+            // datagrams at its full receive buffer, where nothing answers
+            // them, while a deferred query that waits longer is still
+            // answered (late, or with SERVFAIL at its deadline) and keeps
+            // its place under forward's `max_concurrent`, so that the
+            // queries past the limit are refused cheaply. Driving the
+            // deferred queries first let a flood of forwards spend each
+            // poll's cooperative budget and starve the socket.
+            if run < RECV_RUN
+                && let Poll::Ready(r) = sock.poll_read_ready(cx)
+            {
+                run += 1;
+                return Poll::Ready(Event::Readable(r));
+            }
+            // The socket is empty, or had its run: the deferred queries'
+            // turn, for at most the rest of this poll's budget (their
+            // timers and sockets count against it, and the socket read
+            // gets the next poll's budget first).
+            run = 0;
+            while let Poll::Ready(Some(())) = pending.poll_next_unpin(cx) {}
+            sock.poll_read_ready(cx).map(|r| {
+                run = 1;
+                Event::Readable(r)
+            })
         })
         .await;
         let mut guard = match event {
