@@ -31,7 +31,7 @@ const BATCH: usize = 32;
 /// before it drives its deferred queries again (see `worker`): enough
 /// for receiving to outpace a flood of forwards, few enough that their
 /// replies still flow.
-const RECV_RUN: u32 = 8;
+const RECV_RUN: u32 = 32;
 
 /// How long a worker waits before sending again into a full send buffer,
 /// and how many times it tries before dropping the batch's replies.
