@@ -538,6 +538,17 @@ fn a_stalled_upstream_with_forwards_in_flight() {
         metric_sum(&page, "coredns_forward_max_concurrent_rejects_total", "").unwrap_or(-1.0);
     let refused = flood.rcodes[5];
     let servfail = flood.rcodes[2];
+    // How long the server took over the queries it finished, as its own
+    // duration histogram says: a SERVFAIL sent long after forward's
+    // deadline reaches a client that gave up (glibc waits 5 s).
+    let took = |le: &str| {
+        metric_sum(
+            &page,
+            "coredns_dns_request_duration_seconds_bucket",
+            &format!("le=\"{le}\""),
+        )
+        .unwrap_or(-1.0)
+    };
     m.judge(
         "stalled_upstream",
         &[
@@ -551,6 +562,9 @@ fn a_stalled_upstream_with_forwards_in_flight() {
             ),
             ("rejects_metric", rejects.to_string()),
             ("server_socket_drops", dropped_in.to_string()),
+            ("finished_within_4s", took("4.096").to_string()),
+            ("finished_within_8s", took("8.192").to_string()),
+            ("finished", took("+Inf").to_string()),
         ],
         pick(300, 1500),
         None,
