@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
     Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
-    compare_metrics, coredns_or_skip, setup_errors_differ,
+    compare_metrics, coredns_or_skip, metric_samples, setup_errors_differ,
 };
 
 mod common;
@@ -476,8 +476,9 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
     // but took their own time: compare the difference).
     let moved = |after: &str, before: &str, port: u16| {
         let pick = |t: &str| {
-            t.lines()
-                .filter(|l| {
+            metric_samples(t)
+                .into_iter()
+                .filter(|((n, _), _)| {
                     [
                         "coredns_cache_hits_total",
                         "coredns_cache_misses_total",
@@ -485,14 +486,14 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
                         "coredns_autopath_success_total",
                     ]
                     .iter()
-                    .any(|p| l.starts_with(p))
+                    .any(|p| n.starts_with(p))
                 })
-                .map(|l| {
-                    let (k, v) = l.rsplit_once(' ').unwrap();
-                    (
-                        k.replace(&format!(":{port}"), ":PORT"),
-                        v.parse::<f64>().unwrap(),
-                    )
+                .map(|((n, ls), v)| {
+                    let ls: Vec<_> = ls
+                        .into_iter()
+                        .map(|(k, v)| (k, v.replace(&format!(":{port}"), ":PORT")))
+                        .collect();
+                    ((n, ls), v)
                 })
                 .collect::<std::collections::BTreeMap<_, _>>()
         };
