@@ -33,6 +33,11 @@ const BATCH: usize = 32;
 /// replies still flow.
 const RECV_RUN: u32 = 32;
 
+/// Deferred queries a worker finishes at most before it looks at its
+/// socket again: one run's worth of datagrams, so that the queries it
+/// admits can finish as fast as it receives them.
+const DRAIN: u32 = RECV_RUN * BATCH as u32;
+
 /// How long a worker waits before sending again into a full send buffer,
 /// and how many times it tries before dropping the batch's replies.
 const SEND_RETRY: Duration = Duration::from_millis(1);
@@ -161,7 +166,8 @@ enum Event<'a> {
 }
 
 /// The asynchronous pass of one deferred query, answered with `sendto`
-/// on the worker's socket. The worker polls it; nothing is spawned.
+/// on the worker's socket. The worker polls it (outside tokio's
+/// cooperative budget, see `worker`); nothing is spawned.
 async fn deferred(sock: &AsyncFd<Socket>, table: Arc<Mux>, parked: Parked, meta: Meta) {
     if let Some(w) = parked.serve(&table, meta).await {
         let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), meta.client);
@@ -213,11 +219,24 @@ async fn worker(
                 return Poll::Ready(Event::Readable(r));
             }
             // The socket is empty, or had its run: the deferred queries'
-            // turn, for at most the rest of this poll's budget (their
-            // timers and sockets count against it, and the socket read
-            // gets the next poll's budget first).
+            // turn, up to DRAIN of them finished. They run outside tokio's
+            // cooperative budget: under it they had what the socket's run
+            // left of the poll's 128 units, and a worker with a backlog
+            // answered a stalled upstream's SERVFAILs seconds past their
+            // deadline. The bound is ours instead, counted in queries.
             run = 0;
-            while let Poll::Ready(Some(())) = pending.poll_next_unpin(cx) {}
+            let mut done = 0;
+            while done < DRAIN {
+                match pending.poll_next_unpin(cx) {
+                    Poll::Ready(Some(())) => done += 1,
+                    _ => break,
+                }
+            }
+            if done == DRAIN {
+                // More may be ready, and nothing else would wake the
+                // worker for them.
+                cx.waker().wake_by_ref();
+            }
             sock.poll_read_ready(cx).map(|r| {
                 run = 1;
                 Event::Readable(r)
@@ -287,7 +306,9 @@ async fn worker(
                     // names the same zone and plugin even if a reload
                     // swapped it.
                     let table = Arc::clone(&table);
-                    pending.push(deferred(&sock, table, parked, meta));
+                    pending.push(tokio::task::coop::unconstrained(deferred(
+                        &sock, table, parked, meta,
+                    )));
                 }
             }
         }
