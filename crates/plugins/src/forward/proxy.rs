@@ -457,11 +457,7 @@ impl Proxy {
 
     /// The query's overall deadline passed (CoreDNS's wording).
     fn deadline_err(&self) -> ConnectError {
-        io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("read {}: i/o timeout", self.addr),
-        )
-        .into()
+        timeout_err("read", None, self.addr).into()
     }
 
     /// One query over a pooled connected UDP socket, possibly shared
@@ -509,8 +505,6 @@ impl Proxy {
             }
         };
         let r = tokio::time::timeout_at(until.min(read), exchange).await;
-        // The local address only names the socket in an error message:
-        // asked for then, not per query.
         match r {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err((op, e))) => Err(go_err(op, "udp", sock.local_addr(), self.addr, e).into()),
@@ -702,12 +696,29 @@ fn go_err(
     io::Error::new(kind, line)
 }
 
-/// An `i/o timeout` error worded as Go's net package words it, for the
-/// `errors` plugin's log line.
-fn timeout_err(op: &str, local: Option<SocketAddr>, remote: SocketAddr) -> io::Error {
-    let msg = match local {
-        Some(l) => format!("{op} {l}->{remote}: i/o timeout"),
-        None => format!("{op} {remote}: i/o timeout"),
-    };
-    io::Error::new(io::ErrorKind::TimedOut, msg)
+/// An `i/o timeout` worded as Go's net package words it, for the `errors`
+/// plugin's log line. Kept as its parts and worded only when shown: a
+/// stalled upstream fails every attempt of every query, and most of those
+/// errors are never shown (without `errors` a SERVFAIL's cause is not
+/// logged).
+#[derive(Debug)]
+struct Timeout {
+    op: &'static str,
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+}
+
+impl std::fmt::Display for Timeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.local {
+            Some(l) => write!(f, "{} {l}->{}: i/o timeout", self.op, self.remote),
+            None => write!(f, "{} {}: i/o timeout", self.op, self.remote),
+        }
+    }
+}
+
+impl std::error::Error for Timeout {}
+
+fn timeout_err(op: &'static str, local: Option<SocketAddr>, remote: SocketAddr) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, Timeout { op, local, remote })
 }

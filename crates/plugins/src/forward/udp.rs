@@ -29,6 +29,9 @@ const SEND_RETRIES: u32 = 20;
 /// See the module doc.
 pub(crate) struct UpstreamUdp {
     fd: AsyncFd<UdpSocket>,
+    /// The bound address, asked once: it only names the socket in error
+    /// messages, and a stalled upstream fails every query on it.
+    local: Option<SocketAddr>,
 }
 
 impl UpstreamUdp {
@@ -43,7 +46,8 @@ impl UpstreamUdp {
         // before it closes.
         let fd = unsafe { AsyncFd::register_with_interest(s, Interest::READABLE) }
             .map_err(io::Error::from)?;
-        Ok(Self { fd })
+        let local = fd.get_ref().local_addr().ok();
+        Ok(Self { fd, local })
     }
 
     /// Sends one datagram to the upstream.
@@ -94,6 +98,6 @@ impl UpstreamUdp {
 
     /// The local address, for error messages.
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
-        self.fd.get_ref().local_addr().ok()
+        self.local
     }
 }
