@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -166,11 +166,50 @@ enum Event<'a> {
 }
 
 /// The asynchronous pass of one deferred query, answered with `sendto`
-/// on the worker's socket. The worker polls it (outside tokio's
-/// cooperative budget, see `worker`); nothing is spawned.
+/// on the worker's socket. The worker polls it (see `drive`); nothing is
+/// spawned.
 async fn deferred(sock: &AsyncFd<Socket>, table: Arc<Mux>, parked: Parked, meta: Meta) {
     if let Some(w) = parked.serve(&table, meta).await {
         let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), meta.client);
+    }
+}
+
+/// The deferred queries' turn: the ready ones are polled until DRAIN of
+/// them finished or none is ready. First under the poll's cooperative
+/// budget, as any task's futures are, so that at the usual rates (where
+/// it never runs out) the runtime's order of work is its own; once the
+/// budget is spent, outside it. Under the budget alone a worker with a
+/// socket backlog left them what the socket's run left of each poll's
+/// 128 units, and answered a stalled upstream's SERVFAILs seconds past
+/// their deadline (RELIABILITY.md, stalled_upstream).
+fn drive<F: Future<Output = ()>>(pending: &mut FuturesUnordered<F>, cx: &mut Context<'_>) {
+    fn turn<F: Future<Output = ()>>(
+        pending: &mut FuturesUnordered<F>,
+        cx: &mut Context<'_>,
+        done: &mut u32,
+    ) {
+        while *done < DRAIN {
+            match pending.poll_next_unpin(cx) {
+                Poll::Ready(Some(())) => *done += 1,
+                _ => break,
+            }
+        }
+    }
+    let mut done = 0;
+    turn(pending, cx, &mut done);
+    if done < DRAIN && !tokio::task::coop::has_budget_remaining() {
+        // The queries that found the budget spent are queued again
+        // (FuturesUnordered re-queues a future that wakes itself).
+        let mut rest = tokio::task::coop::unconstrained(poll_fn(|cx| {
+            turn(pending, cx, &mut done);
+            Poll::Ready(())
+        }));
+        let _ = Pin::new(&mut rest).poll(cx);
+    }
+    if done == DRAIN {
+        // More may be ready, and nothing else would wake the worker for
+        // them.
+        cx.waker().wake_by_ref();
     }
 }
 
@@ -219,24 +258,9 @@ async fn worker(
                 return Poll::Ready(Event::Readable(r));
             }
             // The socket is empty, or had its run: the deferred queries'
-            // turn, up to DRAIN of them finished. They run outside tokio's
-            // cooperative budget: under it they had what the socket's run
-            // left of the poll's 128 units, and a worker with a backlog
-            // answered a stalled upstream's SERVFAILs seconds past their
-            // deadline. The bound is ours instead, counted in queries.
+            // turn (see `drive`).
             run = 0;
-            let mut done = 0;
-            while done < DRAIN {
-                match pending.poll_next_unpin(cx) {
-                    Poll::Ready(Some(())) => done += 1,
-                    _ => break,
-                }
-            }
-            if done == DRAIN {
-                // More may be ready, and nothing else would wake the
-                // worker for them.
-                cx.waker().wake_by_ref();
-            }
+            drive(&mut pending, cx);
             sock.poll_read_ready(cx).map(|r| {
                 run = 1;
                 Event::Readable(r)
@@ -306,9 +330,7 @@ async fn worker(
                     // names the same zone and plugin even if a reload
                     // swapped it.
                     let table = Arc::clone(&table);
-                    pending.push(tokio::task::coop::unconstrained(deferred(
-                        &sock, table, parked, meta,
-                    )));
+                    pending.push(deferred(&sock, table, parked, meta));
                 }
             }
         }
