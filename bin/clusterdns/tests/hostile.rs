@@ -313,17 +313,9 @@ fn a_stalled_upstream_costs_bounded_memory() {
     // 5 s deadline and slack for the loaded machine), not just within
     // dnsperf's wait.
     let page = torture::scrape(mp);
-    let finished = |le: &str| {
-        torture::metric_sum(
-            &page,
-            "coredns_dns_request_duration_seconds_bucket",
-            &format!("le=\"{le}\""),
-        )
-        .unwrap_or(-1.0)
-    };
     assert_eq!(
-        finished("8.192"),
-        finished("+Inf"),
+        torture::finished_within(&page, "8.192"),
+        torture::finished_within(&page, "+Inf"),
         "queries finished within 8.192 s, and in all"
     );
     assert!(

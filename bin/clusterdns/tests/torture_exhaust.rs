@@ -541,14 +541,7 @@ fn a_stalled_upstream_with_forwards_in_flight() {
     // How long the server took over the queries it finished, as its own
     // duration histogram says: a SERVFAIL sent long after forward's
     // deadline reaches a client that gave up (glibc waits 5 s).
-    let took = |le: &str| {
-        metric_sum(
-            &page,
-            "coredns_dns_request_duration_seconds_bucket",
-            &format!("le=\"{le}\""),
-        )
-        .unwrap_or(-1.0)
-    };
+    let took = |le: &str| torture::finished_within(&page, le);
     m.judge(
         "stalled_upstream",
         &[

@@ -419,6 +419,18 @@ pub fn metric_sum(text: &str, name: &str, labels_contain: &str) -> Option<f64> {
     found
 }
 
+/// How many queries the server's own duration histogram counts as
+/// finished within `le` seconds (a bucket bound as printed, or `+Inf`
+/// for all), summed over its series; -1 when the page has none.
+pub fn finished_within(page: &str, le: &str) -> f64 {
+    metric_sum(
+        page,
+        "coredns_dns_request_duration_seconds_bucket",
+        &format!("le=\"{le}\""),
+    )
+    .unwrap_or(-1.0)
+}
+
 /// `GET /metrics` on 127.0.0.1:`port`.
 pub fn scrape(port: u16) -> String {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
