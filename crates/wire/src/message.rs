@@ -204,6 +204,7 @@ impl Iterator for Heads<'_> {
         let head = read_record(r.buf, &mut r.off).ok()?;
         Some(RecordAt {
             section,
+            name_at: head.name_start,
             rtype: head.rtype,
             class: head.class,
             ttl: head.ttl,
@@ -218,6 +219,8 @@ impl Iterator for Heads<'_> {
 pub struct RecordAt {
     /// The section it is in.
     pub section: Section,
+    /// Offset of its owner name (possibly compressed) in the buffer.
+    pub name_at: usize,
     /// Record type.
     pub rtype: Rtype,
     /// Class (for OPT: the UDP payload size).
@@ -228,6 +231,26 @@ pub struct RecordAt {
     pub ttl_offset: usize,
     /// The rdata as a range of the buffer.
     pub rdata: Range<usize>,
+}
+
+impl RecordAt {
+    /// Whether its owner is `name` (ASCII case ignored), compared in
+    /// place in `msg`, the message it was found in.
+    pub fn owner_is(&self, msg: &Message<'_>, name: &Name) -> bool {
+        crate::name::wire_eq_ignore_case(msg.as_bytes(), self.name_at, name)
+    }
+
+    /// Whether its owner is nothing but a compression pointer to `off`
+    /// (how nearly every answer names the question's name): the same
+    /// name as the one at `off`, known without reading a label.
+    pub fn owner_points_to(&self, msg: &Message<'_>, off: usize) -> bool {
+        let Ok(off) = u16::try_from(off) else {
+            return false;
+        };
+        let [hi, lo] = off.to_be_bytes();
+        hi < 0x40
+            && msg.as_bytes().get(self.name_at..self.name_at + 2) == Some(&[0xC0 | hi, lo][..])
+    }
 }
 
 /// One record located in a message.

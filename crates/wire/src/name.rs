@@ -97,6 +97,31 @@ pub(crate) fn walk_name(
     }
 }
 
+/// Whether the (possibly compressed) name at `off` in `msg` is `name`,
+/// ignoring ASCII case, read in place: no [`Name`] is decoded, so a check
+/// of a record's owner costs no 255-byte buffer. A malformed name is no
+/// name: `false`.
+pub(crate) fn wire_eq_ignore_case(msg: &[u8], off: usize, name: &Name) -> bool {
+    let want = name.as_wire();
+    let mut at = 0;
+    let mut same = true;
+    let mut off = off;
+    let walked = walk_name(msg, &mut off, |label| {
+        let end = at + 1 + label.len();
+        match want.get(at..end) {
+            Some(w)
+                if same
+                    && usize::from(w[0]) == label.len()
+                    && w[1..].eq_ignore_ascii_case(label) =>
+            {
+                at = end;
+            }
+            _ => same = false,
+        }
+    });
+    walked.is_ok() && same && at + 1 == want.len()
+}
+
 /// Whether `wire` is exactly one uncompressed name: labels of at most 63
 /// bytes, the root label last, at most 255 bytes in all.
 pub(crate) fn is_uncompressed(wire: &[u8]) -> bool {

@@ -219,18 +219,25 @@ fn answers_question(m: &Message<'_>, question: &(Name, Rtype, Class)) -> bool {
     let class_ok = |c: Class| qclass == Class::ANY || c == qclass;
     let ancount = usize::from(m.header().ancount);
     // Without a CNAME among the answers (nearly every reply) the chain
-    // ends at the name itself: nothing decoded but owner names, nothing
-    // collected.
+    // ends at the name itself: nothing decoded, the owners compared in
+    // place, nothing collected.
     let chain = m
         .heads()
         .take(ancount)
         .any(|r| r.rtype == Rtype::CNAME && class_ok(r.class));
     if !chain {
+        // An owner that points at the question's name is the name when
+        // the question is: one comparison for all of them.
+        let at = clusterdns_wire::HEADER_LEN;
+        let asked = m
+            .as_bytes()
+            .get(at..at + qname.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(qname.as_wire()));
         return qtype != Rtype::CNAME
-            && m.records().take(ancount).any(|r| {
+            && m.heads().take(ancount).any(|r| {
                 class_ok(r.class)
                     && (qtype == Rtype::ANY || r.rtype == qtype)
-                    && r.name.eq_ignore_case(qname)
+                    && ((asked && r.owner_points_to(m, at)) || r.owner_is(m, qname))
             });
     }
     let answers: Vec<_> = m
@@ -473,11 +480,15 @@ impl Inner {
     /// Stores a reply (CoreDNS `ResponseWriter.WriteMsg`). Unless this
     /// is a background refresh, the reply in `buf` gets the cached TTL
     /// on every record, loses its OPT (the server mirrors the client's)
-    /// and its AD bit unless the client set DO or AD. Returns whether the
-    /// reply in `buf` is now known to have no OPT record.
-    fn store(&self, q: &Query<'_>, buf: &mut Vec<u8>, h: &Handles, refresh: bool) -> bool {
+    /// and its AD bit unless the client set DO or AD; the writer then
+    /// knows when it has no OPT record, and what compression saved in it
+    /// when it became an entry (the entry's own figure: the reply is the
+    /// entry but for its ID, flags and TTLs), so that the response size
+    /// the outer plugins report needs no walk over it.
+    fn store(&self, q: &Query<'_>, w: &mut ResponseWriter, h: &Handles, refresh: bool) {
+        let buf = w.buffer_mut();
         let Ok(m) = Message::parse(buf) else {
-            return false;
+            return;
         };
         let hdr = m.header();
         let mut kind = Kind::of(&m);
@@ -528,6 +539,7 @@ impl Inner {
         let cacheable = !hdr.tc()
             && !non_answer
             && !matches!(kind, Kind::OtherError | Kind::Meta | Kind::Update);
+        let mut saved = None;
         if cacheable && duration > 0 {
             let same_question = hdr.qdcount == 1
                 && question
@@ -541,14 +553,14 @@ impl Inner {
                     opt_at,
                     opts,
                 };
-                self.set(q, &layout, kind, duration, h, refresh);
+                saved = self.set(q, &layout, kind, duration, h, refresh);
             } else {
                 h.drops.inc();
             }
         }
         if refresh {
             TTL_OFFS.set(offs);
-            return false;
+            return;
         }
         let bytes = duration.to_be_bytes();
         for &o in &offs {
@@ -566,7 +578,12 @@ impl Inner {
         if !q.do_bit() && !q.header().ad() {
             buf[3] &= !0x20;
         }
-        opts == 0 || (opts == 1 && opt_at.is_some())
+        if opts == 0 || (opts == 1 && opt_at.is_some()) {
+            w.opt_removed();
+        }
+        if let Some(saved) = saved {
+            w.set_compression_saved(saved);
+        }
     }
 
     fn set(
@@ -577,7 +594,7 @@ impl Inner {
         ttl: u32,
         h: &Handles,
         refresh: bool,
-    ) {
+    ) -> Option<usize> {
         let name = q.qname_lower();
         let positive = matches!(kind, Kind::NoError | Kind::Delegation);
         let except = if positive {
@@ -586,7 +603,7 @@ impl Inner {
             &self.cfg.nexcept
         };
         if matches_any(except, name) {
-            return;
+            return None;
         }
         let now = self.clock.now_ms();
         let k = Self::key_of(q);
@@ -601,24 +618,23 @@ impl Inner {
             if let Some(e) = self.pos.with(k, good).or_else(|| self.neg.with(k, good)) {
                 e.lkg_retry_ms
                     .store(now + LKG_RECHECK_MS, Ordering::Relaxed);
-                return;
+                return None;
             }
         }
         let store = if positive { &self.pos } else { &self.neg };
         let mut scratch = RENEW.take();
-        let renewed = store
-            .with(k, |e| e.renew(layout, ttl, now, &mut scratch).then_some(()))
-            .is_some();
+        let renewed = store.with(k, |e| {
+            e.renew(layout, ttl, now, &mut scratch).then_some(e.saved)
+        });
         RENEW.set(scratch);
-        if renewed {
+        if renewed.is_some() {
             if positive && refresh {
                 self.neg.remove(k);
             }
-            return;
+            return renewed;
         }
-        let Some(e) = Entry::build(layout, ttl, now) else {
-            return;
-        };
+        let e = Entry::build(layout, ttl, now)?;
+        let saved = e.saved;
         if positive {
             if self.pos.insert(k, e) {
                 h.evict_success.inc();
@@ -631,6 +647,7 @@ impl Inner {
         }
         h.entries_success.set(self.pos.len() as f64);
         h.entries_denial.set(self.neg.len() as f64);
+        Some(saved)
     }
 
     /// Re-runs the rest of the chain for this query in the background and
@@ -664,7 +681,7 @@ impl Inner {
                 let outcome = tail.run_async(&r, &mut w).await;
                 if outcome.error.is_none() && !w.written_by_server() && !w.is_per_client() {
                     inner.metrics.with(&server, |h| {
-                        inner.store(&q, w.buffer_mut(), h, true);
+                        inner.store(&q, &mut w, h, true);
                     });
                 }
             }
@@ -753,11 +770,8 @@ impl Inner {
                 self.metrics.with(req.server, |h| {
                     h.requests.inc();
                     h.misses.inc();
-                    if !w.written_by_server()
-                        && !w.is_per_client()
-                        && self.store(req.query, w.buffer_mut(), h, false)
-                    {
-                        w.opt_removed();
+                    if !w.written_by_server() && !w.is_per_client() {
+                        self.store(req.query, w, h, false);
                     }
                 });
             }
@@ -901,9 +915,7 @@ impl Plugin for Cache {
             if w.is_per_client() {
                 return;
             }
-            if inner.store(req.query, w.buffer_mut(), h, false) {
-                w.opt_removed();
-            }
+            inner.store(req.query, w, h, false);
         });
     }
 }

@@ -175,6 +175,17 @@ fn stored_replies_and_hits_say_they_have_no_opt() {
             testing::reply(w.bytes()).header.arcount,
             if opt_last { 1 } else { 2 }
         );
+        // Stored, the reply's compression savings are the entry's, so the
+        // response size needs no walk; not stored, they stay unknown.
+        let walked = clusterdns_wire::uncompressed_len(w.bytes()).expect("len");
+        assert_eq!(w.uncompressed_len(), walked);
+        let saved = w.compression_saved();
+        if opt_last {
+            assert_eq!(saved, Some(walked - w.bytes().len()));
+            assert!(walked > w.bytes().len(), "the owners are compressed");
+        } else {
+            assert_eq!(saved, None);
+        }
     }
 }
 

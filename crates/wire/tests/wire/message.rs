@@ -125,6 +125,59 @@ fn compressed_rdata_names_are_decompressed() {
     );
 }
 
+/// `owner_is` compares a record's owner in place as `records` would
+/// after decoding it: through compression pointers, ignoring case, and a
+/// name that is only a prefix or a suffix of the owner is not the owner.
+#[test]
+fn owners_compared_in_place_match_the_decoded_names() {
+    let buf = sample();
+    let m = Message::parse(&buf).unwrap();
+    let mut at_name = 0;
+    for (head, full) in m.heads().zip(m.records()) {
+        assert!(head.owner_is(&m, &full.name), "{:?}", full.name);
+        let upper = name(&full.name.to_string().to_uppercase());
+        assert!(head.owner_is(&m, &upper), "{upper:?}");
+        for other in [
+            "org",
+            "www.example.org",
+            "example.com",
+            "example.org.x",
+            ".",
+        ] {
+            let other = name(other);
+            assert_eq!(head.owner_is(&m, &other), full.name == other, "{other:?}");
+        }
+        at_name += usize::from(full.name == name("example.org"));
+    }
+    assert!(at_name >= 3);
+    // An owner by pointer, then one written partly out: a pointer into
+    // the header or past the end is no name at all.
+    let mut buf = vec![0, 1, 0x81, 0x80, 0, 1, 0, 2, 0, 0, 0, 0];
+    buf.extend_from_slice(b"\x03Foo\x03bar\x00\x00\x01\x00\x01");
+    buf.extend_from_slice(b"\xC0\x0C\x00\x01\x00\x01\x00\x00\x00\x0A\x00\x04\x0A\x00\x00\x01");
+    buf.extend_from_slice(b"\x01x\xC0\x0C\x00\x01\x00\x01\x00\x00\x00\x0A\x00\x04\x0A\x00\x00\x02");
+    let m = Message::parse(&buf).unwrap();
+    let heads: Vec<_> = m.heads().collect();
+    assert!(heads[0].owner_is(&m, &name("foo.BAR")));
+    assert!(heads[1].owner_is(&m, &name("x.foo.bar")));
+    assert!(!heads[1].owner_is(&m, &name("foo.bar")));
+    assert!(heads[0].owner_points_to(&m, 12));
+    assert!(!heads[0].owner_points_to(&m, 13));
+    assert!(
+        !heads[1].owner_points_to(&m, 12),
+        "a label, then the pointer"
+    );
+    assert!(
+        !heads[0].owner_points_to(&m, 0x4000 + 12),
+        "no pointer reaches that far"
+    );
+    let mut bad = heads[0].clone();
+    bad.name_at = 2;
+    assert!(!bad.owner_is(&m, &name("foo.bar")));
+    bad.name_at = buf.len();
+    assert!(!bad.owner_is(&m, &name("foo.bar")));
+}
+
 /// `heads` is `records` without the owner names, record for record, and
 /// `question_type` the question's type and class.
 #[test]
