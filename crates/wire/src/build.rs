@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::edns::{EDNS_DO, MAX_MESSAGE_LEN};
 use crate::error::TruncationError;
 use crate::header::{self, FLAG_CD, FLAG_QR, FLAG_RD, Header, OPCODE_MASK, set_counts};
-use crate::name::{MAX_NAME_LEN, Name, is_uncompressed};
+use crate::name::{Name, is_uncompressed, wire_name_eq};
 use crate::query::Query;
 use crate::record::Record;
 use crate::types::{Class, Rcode, Rtype};
@@ -174,42 +174,10 @@ impl Compressor {
             .get(..self.len)?
             .iter()
             .map(|&off| usize::from(off))
-            .find(|&off| buf.get(off..off + 2) == Some(head) && name_eq_at(buf, off, suffix))
+            .find(|&off| {
+                buf.get(off..off + 2) == Some(head) && wire_name_eq(buf, off, suffix, false)
+            })
     }
-}
-
-/// Whether the (possibly compressed) name at `off` in `buf` is exactly
-/// `suffix`.
-fn name_eq_at(buf: &[u8], mut off: usize, suffix: &[u8]) -> bool {
-    // The usual case, in one comparison: the earlier copy is written out
-    // in full, byte for byte (no pointer can be inside: `suffix` has none).
-    if buf.get(off..off + suffix.len()) == Some(suffix) {
-        return true;
-    }
-    let mut s = 0;
-    // Bounded: at most 127 labels and as many pointer hops.
-    for _ in 0..2 * MAX_NAME_LEN {
-        let Some(&len) = buf.get(off) else {
-            return false;
-        };
-        if len & 0xC0 == 0xC0 {
-            let Some(&low) = buf.get(off + 1) else {
-                return false;
-            };
-            off = (usize::from(len & 0x3F) << 8) | usize::from(low);
-            continue;
-        }
-        let end = 1 + usize::from(len);
-        if buf.get(off..off + end) != suffix.get(s..s + end) {
-            return false;
-        }
-        if len == 0 {
-            return true;
-        }
-        s += end;
-        off += end;
-    }
-    false
 }
 
 /// Where a push started: message length, compression entries, savings.

@@ -237,19 +237,7 @@ impl RecordAt {
     /// Whether its owner is `name` (ASCII case ignored), compared in
     /// place in `msg`, the message it was found in.
     pub fn owner_is(&self, msg: &Message<'_>, name: &Name) -> bool {
-        crate::name::wire_eq_ignore_case(msg.as_bytes(), self.name_at, name)
-    }
-
-    /// Whether its owner is nothing but a compression pointer to `off`
-    /// (how nearly every answer names the question's name): the same
-    /// name as the one at `off`, known without reading a label.
-    pub fn owner_points_to(&self, msg: &Message<'_>, off: usize) -> bool {
-        let Ok(off) = u16::try_from(off) else {
-            return false;
-        };
-        let [hi, lo] = off.to_be_bytes();
-        hi < 0x40
-            && msg.as_bytes().get(self.name_at..self.name_at + 2) == Some(&[0xC0 | hi, lo][..])
+        crate::name::wire_name_eq(msg.as_bytes(), self.name_at, name.as_wire(), true)
     }
 }
 

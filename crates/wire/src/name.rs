@@ -97,29 +97,49 @@ pub(crate) fn walk_name(
     }
 }
 
-/// Whether the (possibly compressed) name at `off` in `msg` is `name`,
-/// ignoring ASCII case, read in place: no [`Name`] is decoded, so a check
-/// of a record's owner costs no 255-byte buffer. A malformed name is no
-/// name: `false`.
-pub(crate) fn wire_eq_ignore_case(msg: &[u8], off: usize, name: &Name) -> bool {
-    let want = name.as_wire();
-    let mut at = 0;
-    let mut same = true;
-    let mut off = off;
-    let walked = walk_name(msg, &mut off, |label| {
-        let end = at + 1 + label.len();
-        match want.get(at..end) {
-            Some(w)
-                if same
-                    && usize::from(w[0]) == label.len()
-                    && w[1..].eq_ignore_ascii_case(label) =>
-            {
-                at = end;
-            }
-            _ => same = false,
+/// Whether the (possibly compressed) name at `off` in `buf` is `want`
+/// (an uncompressed wire name), byte for byte or, with `fold`, ignoring
+/// ASCII case (length bytes are below 64, so folding leaves them alone).
+/// Pointers are followed without checking their direction, so `buf` must
+/// be a message whose names were validated (a parsed one) or one this
+/// crate wrote; anything malformed is `false`.
+pub(crate) fn wire_name_eq(buf: &[u8], mut off: usize, want: &[u8], fold: bool) -> bool {
+    let eq = |a: &[u8], b: &[u8]| {
+        if fold {
+            a.eq_ignore_ascii_case(b)
+        } else {
+            a == b
         }
-    });
-    walked.is_ok() && same && at + 1 == want.len()
+    };
+    // The usual case, in one comparison: written out in full.
+    if buf.get(off..off + want.len()).is_some_and(|b| eq(b, want)) {
+        return true;
+    }
+    let mut s = 0;
+    // Bounded: at most 127 labels and as many pointer hops.
+    for _ in 0..2 * MAX_NAME_LEN {
+        let Some(&len) = buf.get(off) else {
+            return false;
+        };
+        if len & 0xC0 == 0xC0 {
+            let Some(&low) = buf.get(off + 1) else {
+                return false;
+            };
+            off = (usize::from(len & 0x3F) << 8) | usize::from(low);
+            continue;
+        }
+        let end = 1 + usize::from(len);
+        match (buf.get(off..off + end), want.get(s..s + end)) {
+            (Some(a), Some(b)) if eq(a, b) => {}
+            _ => return false,
+        }
+        if len == 0 {
+            return true;
+        }
+        s += end;
+        off += end;
+    }
+    false
 }
 
 /// Whether `wire` is exactly one uncompressed name: labels of at most 63

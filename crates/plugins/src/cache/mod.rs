@@ -226,18 +226,11 @@ fn answers_question(m: &Message<'_>, question: &(Name, Rtype, Class)) -> bool {
         .take(ancount)
         .any(|r| r.rtype == Rtype::CNAME && class_ok(r.class));
     if !chain {
-        // An owner that points at the question's name is the name when
-        // the question is: one comparison for all of them.
-        let at = clusterdns_wire::HEADER_LEN;
-        let asked = m
-            .as_bytes()
-            .get(at..at + qname.len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(qname.as_wire()));
         return qtype != Rtype::CNAME
             && m.heads().take(ancount).any(|r| {
                 class_ok(r.class)
                     && (qtype == Rtype::ANY || r.rtype == qtype)
-                    && ((asked && r.owner_points_to(m, at)) || r.owner_is(m, qname))
+                    && r.owner_is(m, qname)
             });
     }
     let answers: Vec<_> = m
