@@ -296,18 +296,21 @@ fn a_stalled_upstream_costs_bounded_memory() {
             peak
         })
     };
-    // 3,000 unique names a second for 8 s; each is answered: SERVFAIL
+    // 2,000 unique names a second for 8 s; each is answered: SERVFAIL
     // at forward's deadline (5 s, or 2 s once the upstream counts as
     // down), or REFUSED past the in-flight bound. dnsperf waits 10 s for
     // each, and every core is kept busy meanwhile: a server that answers
     // its forwards only with what receiving leaves it sent these
-    // SERVFAILs seconds late on a loaded machine.
+    // SERVFAILs seconds late on a loaded machine. The rate stays within
+    // what a debug build gets of the busy cores: at 3,000 a second it
+    // fell behind and then late in a third of the runs, for want of CPU
+    // (RELIABILITY.md, stalled_upstream).
     let busy = Busy::start();
-    let (sent, lost, out) = dnsperf(s.port, &names, 8, 3000, 10, &["-q", "30000", "-c", "1"]);
+    let (sent, lost, out) = dnsperf(s.port, &names, 8, 2000, 10, &["-q", "30000", "-c", "1"]);
     drop(busy);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let peak = watch.join().unwrap();
-    assert!(sent > 20_000, "dnsperf sent too little:\n{out}");
+    assert!(sent > 13_000, "dnsperf sent too little:\n{out}");
     assert_eq!(lost, 0, "unanswered queries:\n{out}");
     // On time as the server saw it, too: within 8 s of its arrival (the
     // 5 s deadline and slack for the loaded machine), not just within
