@@ -1,6 +1,6 @@
 // What sleeping and waking cost in CPU on this machine, the floor under
 // every forwarded miss of the node-cache scenario (BENCHMARKS.md, "node-cache
-// misses: what a wake-up costs here").
+// misses: the same binary twice, and what a wake-up costs here").
 //
 //   cc -O2 -pthread -o /tmp/wakecost scripts/bench.d/wakecost.c
 //   /tmp/wakecost sleep|wake [ROUNDS]
@@ -111,8 +111,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     mode = !strcmp(argv[1], "sleep") ? SLEEP : WAKE;
-    if (argc > 2)
-        rounds = atoi(argv[2]);
+    if (argc > 2 && (rounds = atoi(argv[2])) < 1) {
+        fprintf(stderr, "ROUNDS must be a positive number\n");
+        return 2;
+    }
     to_measured = eventfd(0, EFD_NONBLOCK);
     to_peer = eventfd(0, EFD_NONBLOCK);
     pthread_t t;

@@ -303,8 +303,8 @@ fn a_stalled_upstream_costs_bounded_memory() {
     // its forwards only with what receiving leaves it sent these
     // SERVFAILs seconds late on a loaded machine. The rate stays within
     // what a debug build gets of the busy cores: at 3,000 a second it
-    // fell behind and then late in a third of the runs, for want of CPU
-    // (RELIABILITY.md, stalled_upstream).
+    // fell behind and answered late in about half the runs, for want of
+    // CPU (RELIABILITY.md, stalled_upstream).
     let busy = Busy::start();
     let (sent, lost, out) = dnsperf(s.port, &names, 8, 2000, 10, &["-q", "30000", "-c", "1"]);
     drop(busy);
