@@ -3,7 +3,9 @@
 mod common;
 mod ops;
 
+use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
+use std::time::Duration;
 
 use common::{Server, free_port, status};
 
@@ -84,4 +86,93 @@ fn unknown_interface_is_a_config_error() {
             && text.contains("not a valid IP address or interface name: \"nosuchif0\""),
         "{text}"
     );
+}
+
+/// Sends `query(name)` from `from` to `to` and returns where the reply came
+/// from (`None`: no reply within 2 s).
+fn reply_source(from: &str, to: SocketAddr, name: &str) -> Option<SocketAddr> {
+    let sock = UdpSocket::bind(from).expect("bind client");
+    sock.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    sock.send_to(&common::query(name, 0x5150), to)
+        .expect("send");
+    let mut buf = [0u8; 512];
+    let (n, src) = sock.recv_from(&mut buf).ok()?;
+    assert!(n >= 12 && buf[..2] == [0x51, 0x50], "not our reply");
+    Some(src)
+}
+
+// Without `bind` the block listens on the wildcard addresses; a UDP reply
+// must leave from the address the query was sent to (as CoreDNS's do,
+// through IP_PKTINFO), or the client drops it: here the route back to
+// 127.0.0.1 would pick 127.0.0.1 as the source of a reply to a query sent
+// to 127.0.0.2. Both the synchronous path (whoami) and a deferred one
+// (forward, answered later from the worker's future) are asked.
+#[test]
+fn wildcard_udp_replies_from_the_address_asked() {
+    let upstream = Server::start(".:{PORT} {\n    bind 127.0.0.1\n    whoami\n}\n");
+    let s = Server::start(&format!(
+        "fwd.test:{{PORT}} {{\n    forward . 127.0.0.1:{}\n}}\n.:{{PORT}} {{\n    whoami\n}}\n",
+        upstream.port
+    ));
+    for to in ["127.0.0.1", "127.0.0.2", "127.0.0.3"] {
+        let to: SocketAddr = format!("{to}:{}", s.port).parse().expect("addr");
+        for name in ["who.example", "x.fwd.test"] {
+            assert_eq!(
+                reply_source("127.0.0.1:0", to, name),
+                Some(to),
+                "{name} asked at {to}"
+            );
+        }
+    }
+}
+
+// The same across a link, IPv4 and IPv6: the server's namespace has its
+// link address (10.201.0.1, fd20:1::1) and a second address on `lo`
+// (10.202.0.2, fd20:2::2) that the client routes through the link. A reply
+// sourced by the route back would come from the link address.
+#[test]
+fn wildcard_udp_replies_from_a_second_address_across_a_link() {
+    use common::netns::Netns;
+    let tag = std::process::id() % 10_000;
+    let (Some(srv), Some(cli)) = (
+        Netns::new(&format!("pktsrv{tag}")),
+        Netns::new(&format!("pktcli{tag}")),
+    ) else {
+        return;
+    };
+    srv.link("eth0", "10.201.0.1/24", &cli, "eth0", "10.201.0.9/24");
+    srv.sh(
+        "ip addr add fd20:1::1/64 dev eth0 nodad && ip addr add 10.202.0.2/32 dev lo && \
+         ip addr add fd20:2::2/128 dev lo",
+    );
+    cli.sh(
+        "ip addr add fd20:1::9/64 dev eth0 nodad && ip route add 10.202.0.0/24 via 10.201.0.1 && \
+         ip -6 route add fd20:2::/64 via fd20:1::1",
+    );
+    let s = Server::start_in(&srv, ".:{PORT} {\n    whoami\n}\n");
+    let port = s.port;
+    let asked: Vec<(&str, SocketAddr)> = vec![
+        (
+            "10.201.0.9:0",
+            format!("10.202.0.2:{port}").parse().expect("v4"),
+        ),
+        (
+            "[fd20:1::9]:0",
+            format!("[fd20:2::2]:{port}").parse().expect("v6"),
+        ),
+        (
+            "10.201.0.9:0",
+            format!("10.201.0.1:{port}").parse().expect("v4"),
+        ),
+        (
+            "[fd20:1::9]:0",
+            format!("[fd20:1::1]:{port}").parse().expect("v6"),
+        ),
+    ];
+    for (from, to) in asked {
+        let got = cli.within(move || reply_source(from, to, "who.example"));
+        assert_eq!(got, Some(to), "asked at {to} from {from}");
+    }
+    drop(s);
 }

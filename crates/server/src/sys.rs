@@ -1,5 +1,7 @@
 //! The batched datagram syscalls std does not wrap: `recvmmsg` and
-//! `sendmmsg`, over buffers allocated once per worker.
+//! `sendmmsg`, over buffers allocated once per worker, and the packet-info
+//! control messages that let a wildcard socket answer from the address a
+//! query was sent to.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -14,6 +16,16 @@ use std::os::fd::RawFd;
 /// buffer of its minimum message size).
 pub(crate) const RX_SIZE: usize = 4096;
 
+/// Room for one packet-info control message (`in6_pktinfo` is the larger
+/// of the two families').
+// SAFETY: CMSG_SPACE only computes a length.
+const CTRL_LEN: usize = unsafe { libc::CMSG_SPACE(size_of::<libc::in6_pktinfo>() as u32) } as usize;
+
+/// A control-message buffer, aligned as the `cmsghdr` at its start must be.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Ctrl([u8; CTRL_LEN]);
+
 /// Receive and send state for one worker: `n` slots of buffers,
 /// addresses and message headers.
 pub(crate) struct Batch {
@@ -21,6 +33,10 @@ pub(crate) struct Batch {
     pub rx_len: Vec<usize>,
     pub addrs: Vec<libc::sockaddr_storage>,
     pub addr_len: Vec<libc::socklen_t>,
+    /// The address each datagram was sent to, where the socket reports it
+    /// (a wildcard socket, see [`report_destination`]): its reply leaves
+    /// from there.
+    dst: Vec<Option<IpAddr>>,
     pub tx: Vec<Vec<u8>>,
     /// Indices of slots whose `tx` holds a reply to send.
     pub tx_ready: Vec<usize>,
@@ -29,12 +45,18 @@ pub(crate) struct Batch {
     /// Receive headers and their iovecs: point at `rx` and `addrs`.
     rx_iov: Vec<libc::iovec>,
     rx_hdrs: Vec<libc::mmsghdr>,
+    /// The control buffers the kernel writes each datagram's destination
+    /// into; `None` for a socket bound to one address, whose replies leave
+    /// from it anyway.
+    rx_ctrl: Option<Vec<Ctrl>>,
     /// How many receive headers, from the first, the kernel may have
     /// changed since they were last set (the last batch's count).
     rx_dirty: usize,
     /// Send headers and their iovecs, rewritten for every send.
     iov: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// The send headers' source-address control messages.
+    tx_ctrl: Vec<Ctrl>,
 }
 
 // SAFETY: the raw pointers inside the iovecs and headers only ever point
@@ -45,8 +67,10 @@ pub(crate) struct Batch {
 unsafe impl Send for Batch {}
 
 impl Batch {
-    /// A batch of `n` slots.
-    pub(crate) fn new(n: usize) -> Self {
+    /// A batch of `n` slots; `destinations`: the socket reports each
+    /// datagram's destination address ([`report_destination`]), and the
+    /// replies are sent from it.
+    pub(crate) fn new(n: usize, destinations: bool) -> Self {
         // SAFETY: all-zero bytes are a valid value for these plain C structs.
         let zero_addr: libc::sockaddr_storage = unsafe { zeroed() };
         let zero_iov = libc::iovec {
@@ -60,14 +84,17 @@ impl Batch {
             rx_len: vec![0; n],
             addrs: vec![zero_addr; n],
             addr_len: vec![0; n],
+            dst: vec![None; n],
             tx: (0..n).map(|_| Vec::with_capacity(RX_SIZE)).collect(),
             tx_ready: Vec::with_capacity(n),
             tx_done: 0,
             rx_iov: vec![zero_iov; n],
             rx_hdrs: vec![zero_hdr; n],
+            rx_ctrl: destinations.then(|| vec![Ctrl([0; CTRL_LEN]); n]),
             rx_dirty: n,
             iov: vec![zero_iov; n],
             hdrs: vec![zero_hdr; n],
+            tx_ctrl: vec![Ctrl([0; CTRL_LEN]); n],
         }
     }
 
@@ -96,8 +123,16 @@ impl Batch {
             h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_iov = &mut self.rx_iov[i];
             h.msg_iovlen = 1;
-            h.msg_control = std::ptr::null_mut();
-            h.msg_controllen = 0;
+            match &mut self.rx_ctrl {
+                Some(ctrl) => {
+                    h.msg_control = ctrl[i].0.as_mut_ptr().cast();
+                    h.msg_controllen = CTRL_LEN as _;
+                }
+                None => {
+                    h.msg_control = std::ptr::null_mut();
+                    h.msg_controllen = 0;
+                }
+            }
             h.msg_flags = 0;
             self.rx_hdrs[i].msg_len = 0;
         }
@@ -124,6 +159,11 @@ impl Batch {
             let h = &self.rx_hdrs[i];
             self.addr_len[i] = h.msg_hdr.msg_namelen;
             self.rx_len[i] = (h.msg_len as usize).min(RX_SIZE);
+            self.dst[i] = if self.rx_ctrl.is_some() {
+                destination(&h.msg_hdr)
+            } else {
+                None
+            };
         }
         Ok(got)
     }
@@ -131,6 +171,12 @@ impl Batch {
     /// The sender of slot `i`.
     pub(crate) fn peer(&self, i: usize) -> Option<SocketAddr> {
         storage_to_addr(&self.addrs[i], self.addr_len[i])
+    }
+
+    /// The address slot `i`'s reply is sent from, where the socket alone
+    /// does not decide it (see [`Batch::new`]).
+    pub(crate) fn source(&self, i: usize) -> Option<IpAddr> {
+        self.dst[i]
     }
 
     /// Sends the replies of the slots in `tx_ready` to their senders.
@@ -150,8 +196,16 @@ impl Batch {
             h.msg_namelen = self.addr_len[i];
             h.msg_iov = &mut self.iov[k];
             h.msg_iovlen = 1;
-            h.msg_control = std::ptr::null_mut();
-            h.msg_controllen = 0;
+            match self.dst[i] {
+                Some(src) => {
+                    h.msg_control = self.tx_ctrl[k].0.as_mut_ptr().cast();
+                    h.msg_controllen = self.tx_ctrl[k].set_source(src) as _;
+                }
+                None => {
+                    h.msg_control = std::ptr::null_mut();
+                    h.msg_controllen = 0;
+                }
+            }
             h.msg_flags = 0;
         }
         while self.tx_done < m {
@@ -191,18 +245,62 @@ impl Batch {
 }
 
 /// Sends one datagram without blocking (for replies from the
-/// asynchronous path, which share the worker's socket).
-pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<()> {
-    let (storage, len) = addr_to_storage(to);
-    // SAFETY: `buf` and `storage` are valid for the lengths given.
+/// asynchronous path, which share the worker's socket), from `from` where
+/// the socket alone does not decide the source ([`Batch::source`]).
+pub(crate) fn send_to(
+    fd: RawFd,
+    buf: &[u8],
+    to: SocketAddr,
+    from: Option<IpAddr>,
+) -> io::Result<()> {
+    let (mut storage, len) = addr_to_storage(to);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr().cast_mut().cast(),
+        iov_len: buf.len(),
+    };
+    let mut ctrl = Ctrl([0; CTRL_LEN]);
+    // SAFETY: all-zero bytes are a valid msghdr.
+    let mut h: libc::msghdr = unsafe { zeroed() };
+    h.msg_name = (&mut storage as *mut libc::sockaddr_storage).cast();
+    h.msg_namelen = len;
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    if let Some(src) = from {
+        h.msg_controllen = ctrl.set_source(src) as _;
+        h.msg_control = ctrl.0.as_mut_ptr().cast();
+    }
+    // SAFETY: the header points at `iov` (over `buf`, which the kernel
+    // only reads), `storage` and `ctrl`, all live for the call.
+    let r = unsafe { libc::sendmsg(fd, &h, libc::MSG_DONTWAIT) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Asks the kernel to report, with each datagram `fd` receives, the
+/// address it was sent to (`IP_PKTINFO`, `IPV6_RECVPKTINFO`). A socket
+/// bound to the wildcard address needs it to answer from the address a
+/// query was sent to, as miekg/dns does: without it the kernel picks the
+/// reply's source by the route back, which on a host with several
+/// addresses is not always the one asked, and the client (or conntrack,
+/// undoing a Service's DNAT) drops the reply.
+pub(crate) fn report_destination(fd: RawFd, v6: bool) -> io::Result<()> {
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_PKTINFO)
+    };
+    let on: libc::c_int = 1;
+    // SAFETY: the option value is a live c_int of the length given.
     let r = unsafe {
-        libc::sendto(
+        libc::setsockopt(
             fd,
-            buf.as_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
-            (&storage as *const libc::sockaddr_storage).cast(),
-            len,
+            level,
+            name,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
     if r < 0 {
@@ -210,6 +308,86 @@ pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+impl Ctrl {
+    /// Writes a packet-info message that sends from `src` (the interface
+    /// left to the route, as miekg/dns leaves it) and returns its length.
+    fn set_source(&mut self, src: IpAddr) -> usize {
+        let hdr: *mut libc::cmsghdr = self.0.as_mut_ptr().cast();
+        // SAFETY: the buffer is CTRL_LEN bytes, aligned for a cmsghdr, and
+        // CTRL_LEN is CMSG_SPACE of the larger payload: the header and
+        // either payload fit. Payloads are written unaligned.
+        unsafe {
+            match src {
+                IpAddr::V4(ip) => {
+                    let info = libc::in_pktinfo {
+                        ipi_ifindex: 0,
+                        ipi_spec_dst: libc::in_addr {
+                            s_addr: u32::from(ip).to_be(),
+                        },
+                        ipi_addr: libc::in_addr { s_addr: 0 },
+                    };
+                    (*hdr).cmsg_level = libc::IPPROTO_IP;
+                    (*hdr).cmsg_type = libc::IP_PKTINFO;
+                    (*hdr).cmsg_len = libc::CMSG_LEN(size_of::<libc::in_pktinfo>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(hdr).cast(), info);
+                    libc::CMSG_SPACE(size_of::<libc::in_pktinfo>() as u32) as usize
+                }
+                IpAddr::V6(ip) => {
+                    let info = libc::in6_pktinfo {
+                        ipi6_addr: libc::in6_addr {
+                            s6_addr: ip.octets(),
+                        },
+                        ipi6_ifindex: 0,
+                    };
+                    (*hdr).cmsg_level = libc::IPPROTO_IPV6;
+                    (*hdr).cmsg_type = libc::IPV6_PKTINFO;
+                    (*hdr).cmsg_len = libc::CMSG_LEN(size_of::<libc::in6_pktinfo>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(hdr).cast(), info);
+                    CTRL_LEN
+                }
+            }
+        }
+    }
+}
+
+/// The destination address in a received datagram's packet-info message,
+/// if it is one a reply can be sent from (not a multicast or broadcast
+/// address: such a reply leaves from the address the route picks, as
+/// before).
+fn destination(h: &libc::msghdr) -> Option<IpAddr> {
+    // SAFETY: the header's control pointer and length are the kernel's
+    // report over this batch's control buffer; the CMSG_* walk stays
+    // inside them, and payloads are read unaligned.
+    let ip = unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        let mut found = None;
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                    let info: libc::in_pktinfo = std::ptr::read_unaligned(data.cast());
+                    found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                        info.ipi_addr.s_addr,
+                    ))));
+                    break;
+                }
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                    let info: libc::in6_pktinfo = std::ptr::read_unaligned(data.cast());
+                    found = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+                    break;
+                }
+                _ => c = libc::CMSG_NXTHDR(h, c),
+            }
+        }
+        found
+    }?;
+    let usable = match ip {
+        IpAddr::V4(v4) => !v4.is_multicast() && !v4.is_broadcast() && !v4.is_unspecified(),
+        IpAddr::V6(v6) => !v6.is_multicast() && !v6.is_unspecified(),
+    };
+    usable.then_some(ip)
 }
 
 fn storage_to_addr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {

@@ -5,7 +5,7 @@
 //! forwarded query never changes threads.
 
 use std::future::{Future, poll_fn};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -86,6 +86,12 @@ impl UdpListener {
         let local = local_of(first)?;
         for s in &sockets {
             s.set_nonblocking(true)?;
+            // The predecessor's sockets may not ask for destinations yet
+            // (an older build): the option is the socket's, so setting it
+            // here serves both processes.
+            if local.ip().is_unspecified() {
+                sys::report_destination(s.as_raw_fd(), local.is_ipv6())?;
+            }
         }
         Self::run(sockets, local, mux, rt)
     }
@@ -155,6 +161,9 @@ fn bind(addr: SocketAddr) -> std::io::Result<Socket> {
     let _ = s.set_recv_buffer_size(4 << 20);
     let _ = s.set_send_buffer_size(4 << 20);
     s.set_nonblocking(true)?;
+    if addr.ip().is_unspecified() {
+        sys::report_destination(s.as_raw_fd(), addr.is_ipv6())?;
+    }
     s.bind(&addr.into())?;
     Ok(s)
 }
@@ -165,12 +174,18 @@ enum Event<'a> {
     Stop,
 }
 
-/// The asynchronous pass of one deferred query, answered with `sendto`
-/// on the worker's socket. The worker polls it (see `drive`); nothing is
-/// spawned.
-async fn deferred(sock: &AsyncFd<Socket>, table: Arc<Mux>, parked: Parked, meta: Meta) {
+/// The asynchronous pass of one deferred query, answered on the worker's
+/// socket from `source` (the address the query was sent to, on a wildcard
+/// socket). The worker polls it (see `drive`); nothing is spawned.
+async fn deferred(
+    sock: &AsyncFd<Socket>,
+    table: Arc<Mux>,
+    parked: Parked,
+    meta: Meta,
+    source: Option<IpAddr>,
+) {
     if let Some(w) = parked.serve(&table, meta).await {
-        let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), meta.client);
+        let _ = sys::send_to(sock.as_raw_fd(), w.bytes(), meta.client, source);
     }
 }
 
@@ -230,7 +245,7 @@ async fn worker(
     mut stop: oneshot::Receiver<()>,
 ) {
     let fd = sock.as_raw_fd();
-    let mut batch = Batch::new(BATCH);
+    let mut batch = Batch::new(BATCH, local.ip().is_unspecified());
     let mut w = ResponseWriter::new();
     // The deferred queries in flight, driven by this task between
     // batches (a spawned task per query cost an allocation aligned to a
@@ -330,7 +345,8 @@ async fn worker(
                     // names the same zone and plugin even if a reload
                     // swapped it.
                     let table = Arc::clone(&table);
-                    pending.push(deferred(&sock, table, parked, meta));
+                    let source = batch.source(i);
+                    pending.push(deferred(&sock, table, parked, meta, source));
                 }
             }
         }

@@ -79,6 +79,16 @@ impl Server {
     /// Like [`Server::start`], with extra files written next to the
     /// Corefile first (`(name, content)`).
     pub fn start_with(corefile: &str, files: &[(&str, &str)]) -> Server {
+        Self::spawn(corefile, files, None)
+    }
+
+    /// Like [`Server::start`], inside the network namespace `ns` (the
+    /// port is probed on the namespace's own 127.0.0.1).
+    pub fn start_in(ns: &netns::Netns, corefile: &str) -> Server {
+        Self::spawn(corefile, &[], Some(ns))
+    }
+
+    fn spawn(corefile: &str, files: &[(&str, &str)], ns: Option<&netns::Netns>) -> Server {
         let port = free_port();
         let dir = tempfile::tempdir().expect("tempdir");
         for (name, content) in files {
@@ -91,7 +101,15 @@ impl Server {
         let path = dir.path().join("Corefile");
         std::fs::write(&path, corefile.replace("{PORT}", &port.to_string()))
             .expect("write Corefile");
-        let child = Command::new(binary())
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &ns.name]).arg(binary());
+                c
+            }
+            None => Command::new(binary()),
+        };
+        let child = cmd
             .arg("-conf")
             .arg(&path)
             .stdout(Stdio::piped())
@@ -104,25 +122,23 @@ impl Server {
             dir,
             corefile: path,
         };
-        s.wait_ready();
+        s.wait_ready(ns);
         s
     }
 
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self, ns: Option<&netns::Netns>) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        sock.set_read_timeout(Some(Duration::from_millis(100)))
-            .expect("timeout");
-        // A bare header (QR=0, no question): the server answers FORMERR.
-        let probe = [0xab, 0xcd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        let mut buf = [0u8; 512];
+        let port = self.port;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
                 let (out, err) = self.output();
                 panic!("clusterdns exited with {status}\nstdout:\n{out}\nstderr:\n{err}");
             }
-            let _ = sock.send_to(&probe, ("127.0.0.1", self.port));
-            if sock.recv_from(&mut buf).is_ok() {
+            let answered = match ns {
+                Some(ns) => ns.within(move || answers(port)),
+                None => answers(port),
+            };
+            if answered {
                 return;
             }
         }
@@ -185,6 +201,18 @@ impl Server {
             .expect("run kdig (apt-get install knot-dnsutils)");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+}
+
+/// Whether something answers a bare header (QR=0, no question: the server
+/// answers FORMERR) on 127.0.0.1:`port` within 100 ms.
+fn answers(port: u16) -> bool {
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let probe = [0xab, 0xcd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut buf = [0u8; 512];
+    let _ = sock.send_to(&probe, ("127.0.0.1", port));
+    sock.recv_from(&mut buf).is_ok()
 }
 
 impl Drop for Server {
