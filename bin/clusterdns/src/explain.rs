@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The Corefile is set up as `serve` sets it up, nothing is bound, and the
-//! query runs through the listener of `-port` (53 by default) as if it came
+//! query runs through the listener of `-port` (by default the Corefile's one
+//! port, else 53) as if it came
 //! from `-from` (a Pod's IP: what *autopath*, `isolate` and `zone_aware`
 //! look at). The *kubernetes* blocks read `-objects` (what `kubectl get
 //! ns,svc,endpointslices,pods[,nodes] -A -o yaml` prints) or the cluster of
@@ -42,7 +43,8 @@ struct Args {
     objects: Option<PathBuf>,
     kubeconfig: Option<PathBuf>,
     from: IpAddr,
-    port: u16,
+    /// `-port`; `None`: the Corefile's one port, else 53.
+    port: Option<u16>,
     tcp: bool,
     name: String,
     qtype: Rtype,
@@ -74,7 +76,7 @@ fn usage(program: &str) -> String {
          \x20 -objects string\n\tKubernetes objects in YAML for the kubernetes blocks\n\
          \x20 -kubeconfig string\n\tkubeconfig of the cluster for the kubernetes blocks\n\
          \x20 -from string\n\tthe client's address, e.g. a Pod's IP (default \"127.0.0.1\")\n\
-         \x20 -port int\n\tthe listener's port (default 53)\n\
+         \x20 -port int\n\tthe listener's port (default: the Corefile's one port, else 53)\n\
          \x20 -tcp\n\tas if the query came over TCP\n"
     )
 }
@@ -85,7 +87,7 @@ fn parse_args(args: &[String]) -> Result<Args, ArgError> {
         objects: None,
         kubeconfig: None,
         from: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        port: 53,
+        port: None,
         tcp: false,
         name: String::new(),
         qtype: Rtype::A,
@@ -124,10 +126,10 @@ fn parse_args(args: &[String]) -> Result<Args, ArgError> {
             }
             "port" => {
                 let v = value()?;
-                a.port = v.parse().map_err(|_| ArgError::Invalid {
+                a.port = Some(v.parse().map_err(|_| ArgError::Invalid {
                     flag: "port",
                     value: v,
-                })?;
+                })?);
             }
             other => return Err(ArgError::Unknown(other.to_string())),
         }
@@ -325,7 +327,7 @@ async fn run(a: Args, name: Name) -> ExitCode {
     let built = Instance::build_edited(
         &source,
         &registry,
-        a.port,
+        a.port.unwrap_or(53),
         Arc::new(Registry::default()),
         &mut |c| edit(c, a.objects.as_ref(), a.kubeconfig.as_ref()),
     );
@@ -358,15 +360,18 @@ async fn run(a: Args, name: Name) -> ExitCode {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let Some(listener) = instance.listeners.iter().find(|l| l.addr.port() == a.port) else {
-        let ports: Vec<String> = instance
-            .listeners
-            .iter()
-            .map(|l| l.addr.port().to_string())
-            .collect();
+    let mut ports: Vec<u16> = instance.listeners.iter().map(|l| l.addr.port()).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let port = match (a.port, ports.as_slice()) {
+        (Some(p), _) => p,
+        (None, [one]) => *one,
+        (None, _) => 53,
+    };
+    let Some(listener) = instance.listeners.iter().find(|l| l.addr.port() == port) else {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
         eprintln!(
-            "no server block listens on port {} (ports: {}); use -port",
-            a.port,
+            "no server block listens on port {port} (ports: {}); use -port",
             ports.join(", ")
         );
         return ExitCode::FAILURE;
@@ -403,7 +408,7 @@ mod tests {
         .expect("parses");
         assert_eq!(a.conf, PathBuf::from("C"));
         assert_eq!(a.from, "10.244.1.5".parse::<IpAddr>().expect("ip"));
-        assert_eq!(a.port, 1053);
+        assert_eq!(a.port, Some(1053));
         assert!(a.tcp);
         assert_eq!(a.name, "web.ns.svc.cluster.local");
         assert_eq!(a.qtype, Rtype::AAAA);

@@ -213,3 +213,121 @@ fn a_forbidden_arrow_is_reported() {
     assert!(broken[2].contains("clusterdns-new has no row"));
     assert!(broken[3].contains("clusterdns-gone, which is not a crate"));
 }
+
+/// The plugins' own folders (and single-file plugins) under `crates/plugins/src`: every
+/// module but the shared ones (`pkg`, the test harness, the crate root).
+fn plugin_modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .expect("crates/plugins/src")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().into_string().ok()?;
+            let name = match name.strip_suffix(".rs") {
+                Some(stem) => stem.to_owned(),
+                None if e.path().is_dir() => name,
+                None => return None,
+            };
+            (!["pkg", "testutil", "lib"].contains(&name.as_str())).then_some(name)
+        })
+        .collect()
+}
+
+/// Every `crate::<other plugin>` path in `text`, a file of plugin `owner`, outside its tests
+/// (a `tests.rs`, or what follows a `#[cfg(test)]`: tests may end a chain with another
+/// plugin), as sentences naming `file` and the line.
+fn cross_plugin_uses(
+    owner: &str,
+    file: &str,
+    text: &str,
+    plugins: &BTreeSet<String>,
+) -> Vec<String> {
+    if file.ends_with("/tests.rs") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if name != owner && plugins.contains(&name) {
+                out.push(format!(
+                    "{file}:{}: plugin {owner} uses crate::{name}, another plugin's internals \
+                     (move the shared piece to crates/plugins/src/pkg or the plugin contract)",
+                    n + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Plugins never use one another's internals (ARCHITECTURE.md, crate map): what two plugins
+/// share lives in `crates/plugins/src/pkg` or in the contract crate.
+#[test]
+fn plugins_do_not_import_each_other() {
+    let src = root().join("crates/plugins/src");
+    let plugins = plugin_modules(&src);
+    assert!(
+        plugins.contains("kubernetes") && plugins.contains("acl"),
+        "{plugins:?}"
+    );
+    let mut broken = Vec::new();
+    let mut files = vec![];
+    for p in &plugins {
+        let single = src.join(format!("{p}.rs"));
+        if single.is_file() {
+            files.push((p.clone(), single));
+            continue;
+        }
+        let mut dirs = vec![src.join(p)];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).expect("plugin folder").flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|x| x == "rs") {
+                    files.push((p.clone(), path));
+                }
+            }
+        }
+    }
+    for (owner, path) in &files {
+        let text = std::fs::read_to_string(path).expect("plugin source");
+        let rel = path
+            .strip_prefix(root())
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        broken.extend(cross_plugin_uses(owner, &rel, &text, &plugins));
+    }
+    assert!(files.len() > 40, "{} plugin files read", files.len());
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// The checker itself: an import of another plugin's internals is reported with its line; a
+/// plugin's own paths, the shared `pkg`, and tests are not.
+#[test]
+fn a_cross_plugin_import_is_reported() {
+    let plugins: BTreeSet<String> = ["acl", "kubernetes", "whoami"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let text = "use crate::pkg::nets::Nets;\nuse crate::kubernetes::Index;\nfn f() {\n    \
+                let n = crate::acl::Nets::all();\n}\n#[cfg(test)]\nmod tests {\n    \
+                use crate::whoami::Whoami;\n}\n";
+    let broken = cross_plugin_uses("kubernetes", "kubernetes/zone.rs", text, &plugins);
+    assert_eq!(broken.len(), 1, "{broken:#?}");
+    assert!(
+        broken[0].starts_with("kubernetes/zone.rs:4: plugin kubernetes uses crate::acl,"),
+        "{}",
+        broken[0]
+    );
+    assert!(cross_plugin_uses("kubernetes", "kubernetes/tests.rs", text, &plugins).is_empty());
+}

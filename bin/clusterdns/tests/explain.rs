@@ -548,3 +548,15 @@ fn zone_aware_and_compact_are_explained() {
     let out = run("client_index compact", "10.244.0.5", db, "A");
     assert!(out.contains(", 3 Pods in the compact index, "), "{out}");
 }
+
+// The README's example: in demo/, whose Corefile has one port (1053), no
+// `-port` is needed; the listener is that port's.
+#[test]
+fn the_demo_corefile_needs_no_port() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo");
+    let r = explain(&demo, &["nope.default.svc.cluster.local"]);
+    assert_eq!(r.code, Some(0), "{}{}", r.out, r.err);
+    assert!(r.out.contains("on dns://127.0.0.1:1053"), "{}", r.out);
+    assert!(r.out.contains("answered by: kubernetes"), "{}", r.out);
+    assert!(r.out.contains("status: NXDOMAIN"), "{}", r.out);
+}

@@ -16,7 +16,6 @@ pub mod chaos;
 pub mod debug;
 pub mod dns64;
 pub mod errors;
-mod every;
 pub mod file;
 pub mod forward;
 pub mod header;
@@ -41,12 +40,13 @@ pub mod transfer;
 pub mod view;
 pub mod whoami;
 
+/// What several plugins share (CoreDNS's `plugin/pkg`): plugins import
+/// these, never one another (bin/clusterdns/tests/architecture.rs).
+pub(crate) mod pkg;
 /// The plugins' shared unit-test harness (setup on a Corefile snippet, a
 /// query through the handlers it added); never in the product.
 #[cfg(test)]
 pub(crate) mod testutil;
-/// Lookups through the rest of a chain, for plugins that resolve a target.
-pub(crate) mod upstream;
 
 use clusterdns_plugin::PluginDef;
 

@@ -1,7 +1,5 @@
 #![doc = include_str!("README.md")]
 
-mod nets;
-
 use std::sync::Arc;
 
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
@@ -9,7 +7,7 @@ use clusterdns_plugin::metrics::{Counter, Family};
 use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Name, Rcode, Rtype};
 
-pub use nets::Nets;
+use crate::pkg::nets::Nets;
 
 /// Registration of *acl*.
 pub const DEF: PluginDef = PluginDef { name: "acl", setup };

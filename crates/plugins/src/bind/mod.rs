@@ -1,13 +1,11 @@
 #![doc = include_str!("README.md")]
 
-mod ifaces;
-
 use std::net::IpAddr;
 
 use clusterdns_corefile::{ConfigError, Directive, Token};
 use clusterdns_plugin::{PluginDef, SetupCtx, warning};
 
-pub use ifaces::{Interface, interfaces};
+use crate::pkg::ifaces::{Interface, interfaces};
 
 /// Registration of *bind*.
 pub const DEF: PluginDef = PluginDef {

@@ -42,7 +42,11 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
             (v.to_string(), list)
         }
     };
-    ctx.add_plugin(Arc::new(Chaos::new(&version, &authors, &hostname())));
+    ctx.add_plugin(Arc::new(Chaos::new(
+        &version,
+        &authors,
+        &crate::pkg::hostname(),
+    )));
     Ok(())
 }
 
@@ -57,17 +61,6 @@ fn trim(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// The machine's host name, as Go's `os.Hostname` finds it on Linux.
-pub(crate) fn hostname() -> String {
-    let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
-    from_proc
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "localhost".to_string())
 }
 
 /// Which special name a query asks for.
@@ -258,7 +251,7 @@ mod tests {
     #[test]
     fn hostname_matches_the_os() {
         let r = setup(DEF, ". {\n chaos\n}").unwrap();
-        let want = super::hostname();
+        let want = crate::pkg::hostname();
         for name in ["hostname.bind.", "id.server."] {
             let reply = run(&r.plugins, &ch_query(name, Rtype::TXT));
             assert_eq!(

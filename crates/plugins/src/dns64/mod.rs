@@ -313,7 +313,8 @@ impl Plugin for Dns64 {
             // asks its server.
             let whole = self.whole.get();
             let chain = whole.as_ref().unwrap_or(tail);
-            let Some(a) = crate::upstream::lookup(chain, req, req.qname(), Rtype::A).await else {
+            let Some(a) = crate::pkg::upstream::lookup(chain, req, req.qname(), Rtype::A).await
+            else {
                 w.write_error(req, Rcode::SERVFAIL);
                 return Flow::Answered;
             };

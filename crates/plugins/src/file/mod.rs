@@ -16,7 +16,7 @@ use clusterdns_plugin::{
 };
 use clusterdns_wire::{Message, Name, Rcode, Record, Rtype, Section};
 
-use crate::upstream;
+use crate::pkg::upstream;
 
 use parse::Reader;
 use zone::{Outcome, Zone, ZoneError};
@@ -439,7 +439,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 /// The start-up hook: one reload loop per zone that has an interval.
 fn start(slots: Vec<Arc<Slot>>, stop: tokio::sync::watch::Receiver<bool>) -> Result<(), String> {
     for slot in slots {
-        crate::every::every(
+        crate::pkg::every::every(
             "file",
             slot.reload,
             slot.clone(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_plugin::duration::format_go;
-use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries, Registry};
+use clusterdns_plugin::metrics::{Counter, HistogramSeries};
 use clusterdns_plugin::{HttpReply, HttpRoute, PluginDef, SetupCtx, warning};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,9 +21,6 @@ pub const DEF: PluginDef = PluginDef {
 
 /// CoreDNS's default health address.
 const DEFAULT_ADDR: &str = ":8080";
-
-/// `plugin.SlimTimeBuckets`: 0.25ms × 10^k, five buckets.
-const SLIM_TIME_BUCKETS: &[f64] = &[0.00025, 0.0025, 0.025, 0.25, 2.5];
 
 /// What a block's `health` lines say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +73,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         let cur = ctx.shared.lameduck.unwrap_or(Duration::ZERO);
         ctx.shared.lameduck = Some(cur.max(cfg.lameduck));
     }
-    let (duration, failures) = register_metrics(&ctx.shared.metrics);
+    let (duration, failures) = crate::pkg::health_metrics(&ctx.shared.metrics);
     let task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>> = Arc::default();
     let start = task.clone();
     let target = poll_target(cfg.addr);
@@ -93,32 +90,6 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         Ok(())
     }));
     Ok(())
-}
-
-/// Registers `coredns_health_request_duration_seconds` and
-/// `coredns_health_request_failures_total` (CoreDNS always exposes both).
-pub(crate) fn register_metrics(r: &Registry) -> (Arc<HistogramSeries>, Arc<Counter>) {
-    let d = r
-        .get_or_register("coredns_health_request_duration_seconds", || {
-            Family::histogram(
-                "coredns_health_request_duration_seconds",
-                "Histogram of the time (in seconds) each request took.",
-                &[],
-                SLIM_TIME_BUCKETS,
-            )
-        })
-        .histogram_with(&[]);
-    let f = r
-        .get_or_register("coredns_health_request_failures_total", || {
-            Family::<Counter>::new(
-                "coredns_health_request_failures_total",
-                "The number of times the health check failed.",
-                &[],
-            )
-        })
-        .with(&[]);
-    f.add(0);
-    (d, f)
 }
 
 /// Where the poller connects: the listen address, loopback for a

@@ -388,7 +388,7 @@ fn start(
     if reload.is_zero() {
         return Ok(());
     }
-    crate::every::every("hosts", reload, loader, Loader::reload_check, stop)
+    crate::pkg::every::every("hosts", reload, loader, Loader::reload_check, stop)
 }
 
 #[cfg(test)]

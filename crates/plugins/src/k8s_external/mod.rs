@@ -540,7 +540,7 @@ impl Plugin for External {
             };
             let mut looked = Vec::new();
             for (entry, name, qtype) in lookups_needed(req.qtype(), &d.entries) {
-                let reply = crate::upstream::lookup(tail, req, &name, qtype).await;
+                let reply = crate::pkg::upstream::lookup(tail, req, &name, qtype).await;
                 looked.push(Looked {
                     entry,
                     qtype,

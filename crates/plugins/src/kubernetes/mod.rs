@@ -181,7 +181,7 @@ impl Kubernetes {
             return Flow::Answered;
         };
         let upstream = match self.tail.get() {
-            Some(tail) => crate::upstream::lookup(tail, req, &target, req.qtype()).await,
+            Some(tail) => crate::pkg::upstream::lookup(tail, req, &target, req.qtype()).await,
             None => None,
         };
         upstream::write(

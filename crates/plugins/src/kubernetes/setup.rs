@@ -21,7 +21,7 @@ use super::lookup::{LookupOpts, PodMode};
 use super::metrics::{ClientMetrics, MetricsHooks};
 use super::zone::ZoneAware;
 use super::{Kubernetes, NAME};
-use crate::acl::Nets;
+use crate::pkg::nets::Nets;
 
 /// Default `ttl`.
 pub const DEFAULT_TTL: u32 = 5;
@@ -388,7 +388,7 @@ fn local_ips(ctx: &SetupCtx<'_>) -> Vec<IpAddr> {
 
 /// Every address of every interface.
 fn interface_addrs() -> Vec<IpAddr> {
-    crate::bind::interfaces()
+    crate::pkg::ifaces::interfaces()
         .map(|ifs| ifs.into_iter().flat_map(|i| i.addrs).collect())
         .unwrap_or_default()
 }

@@ -1,5 +1,5 @@
 //! Writing the answer for an ExternalName's out-of-zone target, resolved
-//! through the plugins after *kubernetes* with [`crate::upstream::lookup`]
+//! through the plugins after *kubernetes* with [`crate::pkg::upstream::lookup`]
 //! (CoreDNS re-enters its server with `upstream.Lookup`; here the rest of
 //! the chain, typically `loop` and `forward`, answers). Only on the
 //! asynchronous path.

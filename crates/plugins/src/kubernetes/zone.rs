@@ -12,7 +12,7 @@ use clusterdns_wire::Rtype;
 use super::Kubernetes;
 use super::lookup::{Found, Host};
 use super::plan::{Plan, family_of};
-use crate::acl::Nets;
+use crate::pkg::nets::Nets;
 
 /// `zone_aware`'s `CIDR ZONE` pairs in Corefile order: the networks, the
 /// zone, and the CIDR as written (for `explain`).

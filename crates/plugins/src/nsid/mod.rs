@@ -18,7 +18,7 @@ const NSID: u16 = 3;
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
     let d = clusterdns_plugin::parse::once(dirs)?;
     let data = if d.args.is_empty() {
-        crate::chaos::hostname()
+        crate::pkg::hostname()
     } else {
         d.arg_texts().collect::<Vec<_>>().join(" ")
     };

@@ -176,7 +176,7 @@ fn register_process_metrics(metrics: &Registry) {
         })
         .with(&[])
         .add(0);
-    crate::health::register_metrics(metrics);
+    crate::pkg::health_metrics(metrics);
 }
 
 /// The per-query metric families.

@@ -129,10 +129,7 @@ mod tests {
     #[test]
     fn setup_rejects() {
         let cases = [
-            (
-                ". {\n ready\n ready\n}",
-                "this plugin can only be used once per Server Block",
-            ),
+            (". {\n ready\n ready\n}", clusterdns_plugin::parse::ONCE),
             (
                 ". {\n ready a b\n}",
                 "Wrong argument count or unexpected line ending after 'b'",

@@ -212,7 +212,7 @@ impl Plugin for TemplatePlugin {
             for r in &p.answer {
                 let up = match (&r.data, &chain) {
                     (RecordData::Cname(target), Some(chain)) if depth < MAX_DEPTH => {
-                        let ask = crate::upstream::lookup(chain, req, target, req.qtype());
+                        let ask = crate::pkg::upstream::lookup(chain, req, target, req.qtype());
                         DEPTH.scope(depth + 1, ask).await
                     }
                     _ => None,

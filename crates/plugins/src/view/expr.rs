@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use clusterdns_plugin::Request;
 use regex::Regex;
 
-use crate::acl::Nets;
+use crate::pkg::nets::Nets;
 
 /// A compile error, as expr-lang words it: the message, then the
 /// position, the source and a caret under the offending column.

@@ -96,10 +96,7 @@ mod tests {
                 ". {\n view v {\n  foo true\n }\n}",
                 "unknown property 'foo'",
             ),
-            (
-                ". {\n view v\n view w\n}",
-                "this plugin can only be used once per Server Block",
-            ),
+            (". {\n view v\n view w\n}", clusterdns_plugin::parse::ONCE),
             (
                 ". {\n view v {\n  expr foo()\n }\n}",
                 "unknown name foo (1:1)\n | foo()\n | ^",
