@@ -828,6 +828,8 @@ fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
             "--set",
             "nodeCache.maxUnavailable=1",
             "--set",
+            "nodeCache.interception=iptables",
+            "--set",
             "autoscaler.enabled=true",
             "-f",
             ladder.to_str().expect("utf-8"),
@@ -838,6 +840,8 @@ fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
     let ds = &out["DaemonSet/dns/node-local-dns"];
     let c = &ds["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["args"][1].as_str(), Some("169.254.0.53"));
+    assert_eq!(c["args"][8].as_str(), Some("-interception"));
+    assert_eq!(c["args"][9].as_str(), Some("iptables"));
     assert_eq!(
         c["livenessProbe"]["httpGet"]["host"].as_str(),
         Some("169.254.0.53")

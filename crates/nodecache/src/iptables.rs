@@ -32,6 +32,16 @@ pub struct Rule {
     pub args: Vec<String>,
 }
 
+impl Rule {
+    /// Whether this is one of the filter table's ACCEPT rules (the rest
+    /// are the raw table's NOTRACK rules). Only the NOTRACK rules
+    /// intercept: an ACCEPT rule left behind after a crash accepts DNS to
+    /// an address nothing else answers, and blackholes nothing.
+    pub fn is_accept(&self) -> bool {
+        self.table == "filter"
+    }
+}
+
 impl std::fmt::Display for Rule {
     /// Go's `%v` of upstream's rule struct, as its log lines show it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -313,6 +323,32 @@ impl RuleSet {
         &self.ipt
     }
 
+    /// Splits the set into its ACCEPT rules and its NOTRACK rules, both
+    /// applied with the same iptables (crash-safe mode keeps the first
+    /// and removes the second).
+    pub fn partition(self) -> (RuleSet, RuleSet) {
+        let (accept, notrack) = self.rules.into_iter().partition(Rule::is_accept);
+        let part = |rules| RuleSet {
+            ipt: self.ipt.clone(),
+            rules,
+            metrics: self.metrics.clone(),
+        };
+        (part(accept), part(notrack))
+    }
+
+    /// The rules, the ACCEPT rules first when `accept_first`, else last;
+    /// upstream's order otherwise (so within one chain it is upstream's).
+    /// The ACCEPT rules go in before the NOTRACK rules and come out after
+    /// them: where the node's policy drops, a query that a NOTRACK rule
+    /// untracked is never there without its ACCEPT rule.
+    fn ordered(&self, accept_first: bool) -> impl Iterator<Item = &Rule> {
+        let first = move |r: &&Rule| r.is_accept() == accept_first;
+        self.rules
+            .iter()
+            .filter(first)
+            .chain(self.rules.iter().filter(move |r| !first(r)))
+    }
+
     fn count_error(&self, e: &str) {
         let kind = if e.contains("holding the xtables lock") {
             "iptables_lock"
@@ -329,7 +365,7 @@ impl RuleSet {
     /// one, so the rules never pile up.
     pub async fn ensure(&self) -> Ensured {
         let mut done = Ensured::default();
-        for r in &self.rules {
+        for r in self.ordered(true) {
             match self.ipt.op("-C", r).await {
                 Ok(true) => {}
                 Ok(false) => match self.ipt.op("-I", r).await {
@@ -397,7 +433,7 @@ impl RuleSet {
     /// (without its re-adding loop). Errors are logged and counted.
     pub async fn remove(&self) -> usize {
         let mut removed = 0;
-        for r in &self.rules {
+        for r in self.ordered(false) {
             // Bounded: a rule that cannot be deleted must not hang the exit.
             for _ in 0..64 {
                 match self.ipt.op("-C", r).await {
@@ -470,6 +506,46 @@ mod tests {
             r[11].to_string(),
             "{raw OUTPUT [-p tcp -s 169.254.20.10 --sport 8080 -j NOTRACK -m comment --comment NodeLocal DNS Cache: skip conntrack]}"
         );
+    }
+
+    #[test]
+    fn accept_rules_go_in_first_and_come_out_last() {
+        let ip: IpAddr = "10.96.0.10".parse().expect("ip");
+        let set = RuleSet::new(
+            Iptables {
+                bin: "iptables".into(),
+                save: "iptables-save".into(),
+                backend: Backend::Default,
+            },
+            rules(&[ip], 53, 8080),
+            SetupMetrics::new(&clusterdns_observe::metrics::Registry::new()),
+        );
+        let chains = |accept_first| {
+            set.ordered(accept_first)
+                .map(|r| format!("{} {}", r.table, r.chain))
+                .collect::<Vec<_>>()
+        };
+        let ensure = chains(true);
+        assert_eq!(
+            ensure[..4],
+            [
+                "filter INPUT",
+                "filter INPUT",
+                "filter OUTPUT",
+                "filter OUTPUT"
+            ]
+        );
+        assert!(ensure[4..].iter().all(|c| c.starts_with("raw ")));
+        let remove = chains(false);
+        assert!(remove[..8].iter().all(|c| c.starts_with("raw ")));
+        assert_eq!(remove[8..], ensure[..4]);
+        // Within a chain, upstream's order.
+        let ins: Vec<&Rule> = set.ordered(true).filter(|r| r.chain == "INPUT").collect();
+        assert_eq!(ins[0].args[1], "tcp");
+        let (accept, notrack) = set.partition();
+        assert_eq!((accept.rules().len(), notrack.rules().len()), (4, 8));
+        assert!(accept.rules().iter().all(Rule::is_accept));
+        assert!(!notrack.rules().iter().any(Rule::is_accept));
     }
 
     #[test]

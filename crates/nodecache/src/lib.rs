@@ -41,11 +41,15 @@ enum Mode {
     /// hand-over: it would keep the link-local fallback and a second
     /// interception beside the rules).
     Iptables { rules: RuleSet, stale: CrashSafe },
-    /// Our nftables table; `stale` are upstream's iptables rules, removed
-    /// when found (a crashed upstream instance's, or an iptables-mode
-    /// predecessor's left to us by a hand-over, would defeat the table).
+    /// Our nftables table; `accept` are upstream's ACCEPT rules (filter
+    /// INPUT and OUTPUT), kept beside it for nodes whose policy drops;
+    /// `stale` are upstream's NOTRACK rules, removed when found (a crashed
+    /// upstream instance's, or an iptables-mode predecessor's left to us
+    /// by a hand-over, would defeat the table). Both `None` without
+    /// iptables on the node.
     CrashSafe {
         table: CrashSafe,
+        accept: Option<RuleSet>,
         stale: Option<RuleSet>,
     },
 }
@@ -118,14 +122,28 @@ impl Agent {
                         }
                         None => String::new(),
                     };
+                    // Upstream's rules can only be there, and a policy
+                    // of iptables can only drop, if iptables is.
+                    let rules = Some(upstream_rules().await).filter(|r| r.iptables().available());
+                    let accepts = match &rules {
+                        Some(r) => format!(
+                            "; DNS to the local addresses accepted in {} filter INPUT/OUTPUT ({:?} backend), for policies that drop",
+                            r.iptables().binary(),
+                            r.iptables().backend()
+                        ),
+                        None => "; no iptables here: no ACCEPT rules".to_string(),
+                    };
                     info!(
                         "",
-                        "interception: crashsafe (nftables table {}: queries are intercepted only while our sockets exist{fallback})",
+                        "interception: crashsafe (nftables table {}: queries are intercepted only while our sockets exist{fallback}{accepts})",
                         crashsafe::TABLE
                     );
-                    // Upstream's rules can only be there if iptables is.
-                    let stale = Some(upstream_rules().await).filter(|r| r.iptables().available());
-                    Mode::CrashSafe { table, stale }
+                    let (accept, stale) = rules.map(RuleSet::partition).unzip();
+                    Mode::CrashSafe {
+                        table,
+                        accept,
+                        stale,
+                    }
                 }
                 (Some(why), Interception::CrashSafe) => return Err(AgentError::CrashSafe(why)),
                 (Some(why), _) => {
@@ -207,10 +225,31 @@ impl Agent {
                 }
                 done
             }
-            Mode::CrashSafe { table, stale } => {
-                let mut done = Ensured::default();
-                // The table before the stale rules go, as above.
-                if !table.intact().await {
+            Mode::CrashSafe {
+                table,
+                accept,
+                stale,
+            } => {
+                // The ACCEPT rules first: where the policy drops, a query
+                // the table untracks is dropped without them (neither NEW
+                // nor ESTABLISHED to conntrack). Left behind by a crash
+                // they accept DNS to addresses nothing else answers, so
+                // they cost the crash-safe property nothing. Until they
+                // are all in, the table is not put in: without it queries
+                // still reach the cluster DNS through kube-proxy, with it
+                // they might be dropped.
+                let mut done = match accept {
+                    Some(a) => a.ensure().await,
+                    None => Ensured::default(),
+                };
+                let replace = !table.intact().await;
+                if replace && done.errors > 0 {
+                    error!(
+                        "",
+                        "not installing the nftables table {} before the ACCEPT rules are in",
+                        crashsafe::TABLE
+                    );
+                } else if replace {
                     match table.install().await {
                         Ok(()) => {
                             done.added += 1;
@@ -277,10 +316,15 @@ impl Agent {
             Mode::Iptables { rules, .. } => {
                 rules.remove().await;
             }
-            Mode::CrashSafe { table, .. } => {
+            Mode::CrashSafe { table, accept, .. } => {
+                // The table first, so no untracked query meets a policy
+                // that drops it.
                 if let Err(e) = table.remove().await {
                     self.metrics.error("iptables");
                     error!("", "Error removing the nftables table: {e}");
+                }
+                if let Some(a) = accept {
+                    a.remove().await;
                 }
             }
         }

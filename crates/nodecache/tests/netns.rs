@@ -380,8 +380,12 @@ fn crash_safe_is_the_default_and_clears_upstreams_stale_rules() {
             let f = flags(&["-localip", "169.254.20.10,10.96.0.10", "-conf", "/tmp/x"]);
             let agent = Agent::new(&f, &reg).await.expect("agent");
             assert!(agent.crash_safe());
-            assert_eq!(agent.sync().await.added, 1);
-            assert!(!sh("iptables-save").contains("NodeLocal DNS Cache"));
+            // The table, and the ACCEPT rules of 169.254.20.10: those of
+            // 10.96.0.10 are the crashed instance's, kept as they are.
+            assert_eq!(agent.sync().await.added, 5);
+            let saved = sh("iptables-save");
+            assert!(!saved.contains(iptables::SKIP_CONNTRACK), "{saved}");
+            assert_eq!(saved.matches(iptables::ALLOW_DNS).count(), 8, "{saved}");
             assert!(sh("nft list tables").contains("clusterdns_nodecache"));
             // Intact: nothing to do.
             assert_eq!(agent.sync().await.added, 0);
@@ -389,6 +393,7 @@ fn crash_safe_is_the_default_and_clears_upstreams_stale_rules() {
             assert_eq!(agent.sync().await.added, 1);
             agent.teardown().await;
             assert!(!sh("nft list tables").contains("clusterdns_nodecache"));
+            assert!(!sh("iptables-save").contains("NodeLocal DNS Cache"));
             assert!(!sh("ip link show").contains("nodelocaldns"));
 
             // Something else on 0.0.0.0:53: auto falls back to iptables,

@@ -12,6 +12,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "netns.rs"]
+mod netns;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_clusterdns");
 
 /// The lab's addresses, per family.
@@ -390,6 +393,107 @@ impl Lab {
             .map(str::to_string)
             .collect()
     }
+
+    /// Our rules in the other iptables backend (there must be none).
+    pub fn other_backend_rules(&self) -> Vec<String> {
+        let other = if self.ipt.ends_with("-nft") {
+            self.ipt.replace("-nft", "-legacy")
+        } else {
+            self.ipt.replace("-legacy", "-nft")
+        };
+        self.node(&format!("{other}-save"))
+            .lines()
+            .filter(|l| l.contains("NodeLocal DNS Cache"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Hardens the node as hardened node images do
+    /// (shared/reference/nodelocal-netns-lab.md), in its iptables backend:
+    /// filter INPUT and OUTPUT policy DROP, accepting loopback, on INPUT
+    /// what conntrack has seen (ESTABLISHED, RELATED) and on OUTPUT what it
+    /// tracks (NEW too), and ICMPv6 (neighbour discovery). A query or a
+    /// reply a NOTRACK rule untracked is none of these: unless an ACCEPT
+    /// rule names it, the policy drops it. Forwarded traffic (kube-proxy's
+    /// DNAT to the cluster DNS) is not filtered.
+    pub fn harden(&self) {
+        let ipt = self.ipt;
+        let mut rules = vec![
+            "-A INPUT -i lo -j ACCEPT",
+            "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+            "-A OUTPUT -o lo -j ACCEPT",
+            "-A OUTPUT -m conntrack --ctstate NEW,ESTABLISHED,RELATED -j ACCEPT",
+        ];
+        if self.net.host_bits == 128 {
+            rules.extend([
+                "-A INPUT -p ipv6-icmp -j ACCEPT",
+                "-A OUTPUT -p ipv6-icmp -j ACCEPT",
+            ]);
+        }
+        rules.extend(["-P INPUT DROP", "-P OUTPUT DROP"]);
+        for r in rules {
+            must(&format!("ip netns exec {} {ipt} -w 5 {r}", self.node));
+        }
+    }
+
+    /// The node's filter table as its backend saves it, without what
+    /// changes by itself: the comment lines (the time) and the chains'
+    /// packet counters.
+    pub fn filter_table(&self) -> String {
+        self.node(&format!("{}-save -t filter", self.ipt))
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| match l.split_once(" [") {
+                Some((chain, _)) if l.starts_with(':') => format!("{chain}\n"),
+                _ => format!("{l}\n"),
+            })
+            .collect()
+    }
+
+    /// The pod's `resolv.conf` names `nameserver` (with a Pod's search
+    /// path and ndots:5), for the programs run in it (`getent`).
+    pub fn pod_nameserver(&self, nameserver: &str) {
+        netns::write_pod_etc(&self.pod_etc(), nameserver, "default", "ndots:5");
+    }
+
+    fn pod_etc(&self) -> PathBuf {
+        std::path::Path::new("/etc/netns").join(&self.pod)
+    }
+
+    /// `getent ahostsv4 NAME` in the pod: exit status and output.
+    pub fn getent(&self, name: &str) -> String {
+        let (_, out) = run(&["ip", "netns", "exec", &self.pod, "getent", "ahostsv4", name]);
+        out
+    }
+
+    /// `rounds` lookups of `name` from the pod at `server`, each by dig
+    /// over UDP, dig over TCP and getent (glibc, with `server` in its
+    /// `resolv.conf`): the ones that did not answer `want`.
+    pub fn failed_lookups(
+        &self,
+        server: &str,
+        name: &str,
+        want: &str,
+        rounds: usize,
+    ) -> Vec<String> {
+        self.pod_nameserver(server);
+        let mut failed = Vec::new();
+        for round in 0..rounds {
+            for tcp in [false, true] {
+                let got = self.dig(server, name, tcp);
+                if got != want {
+                    failed.push(format!("{round}: dig @{server} {name} tcp={tcp}: {got:?}"));
+                }
+            }
+            let got = self.getent(name);
+            if !got.lines().any(|l| l.starts_with(&format!("{want} "))) {
+                failed.push(format!(
+                    "{round}: getent {name} (nameserver {server}): {got:?}"
+                ));
+            }
+        }
+        failed
+    }
 }
 
 impl Drop for Lab {
@@ -401,6 +505,9 @@ impl Drop for Lab {
         for ns in [&self.pod, &self.node, &self.cdns] {
             let _ = run(&["ip", "netns", "del", ns]);
         }
+        let _ = std::fs::remove_dir_all(self.pod_etc());
+        // Only when no other test's namespace still has files there.
+        let _ = std::fs::remove_dir("/etc/netns");
     }
 }
 
@@ -561,6 +668,9 @@ pub struct Upgrades<'a> {
     template: &'a str,
     sock: String,
     iptables: Vec<String>,
+    /// Crash-safe mode's ACCEPT rules: iptables mode's, so a change of
+    /// mode leaves them as they are.
+    accepts: Vec<String>,
     table: String,
     series: std::sync::atomic::AtomicUsize,
 }
@@ -577,6 +687,7 @@ impl<'a> Upgrades<'a> {
             template,
             sock,
             iptables: Vec::new(),
+            accepts: Vec::new(),
             table: String::new(),
             series: std::sync::atomic::AtomicUsize::new(0),
         };
@@ -593,7 +704,18 @@ impl<'a> Upgrades<'a> {
                 assert_eq!(unique, rules, "duplicated rules");
                 u.iptables = rules;
             } else {
-                assert!(rules.is_empty(), "{rules:?}");
+                let accepts: Vec<String> = u
+                    .iptables
+                    .iter()
+                    .filter(|r| r.contains("allow DNS traffic"))
+                    .cloned()
+                    .collect();
+                assert!(!accepts.is_empty());
+                assert_eq!(
+                    rules, accepts,
+                    "crash-safe mode keeps only the ACCEPT rules"
+                );
+                u.accepts = accepts;
                 u.table = table.unwrap();
             }
             assert_eq!(views(lab), (Vec::new(), None), "{}", lab.log_of(&log));
@@ -608,7 +730,7 @@ impl<'a> Upgrades<'a> {
     /// The interception an instance in `mode` keeps, and nothing else.
     pub fn expected(&self, mode: &str) -> (Vec<String>, Option<String>) {
         if mode == "crashsafe" {
-            (Vec::new(), Some(self.table.clone()))
+            (self.accepts.clone(), Some(self.table.clone()))
         } else {
             (self.iptables.clone(), None)
         }
@@ -619,7 +741,8 @@ impl<'a> Upgrades<'a> {
     /// the ClusterIP and the link-local address in turn: not a query
     /// lost. Watched every few milliseconds meanwhile: between instances
     /// of one mode the interception never changes; from one mode to the
-    /// other, one of the two is complete at every moment. After each
+    /// other, one of the two is complete at every moment, and the ACCEPT
+    /// rules both modes share are never touched. After each
     /// update the new mode's interception is there exactly (no rule
     /// duplicated), the old one's is gone; after the last instance's
     /// SIGTERM, nothing is left.
@@ -661,6 +784,7 @@ impl<'a> Upgrades<'a> {
                     let mut seen = Vec::new();
                     while watching.load(std::sync::atomic::Ordering::SeqCst) {
                         let now = views(lab);
+                        let accepts = self.accepts.iter().all(|a| now.0.contains(a));
                         let ok = if from == to {
                             now == before
                         } else {
@@ -669,9 +793,10 @@ impl<'a> Upgrades<'a> {
                             // moment with neither complete is one (the
                             // rules only grow, or only shrink, while the
                             // table is there).
-                            now.0 == self.iptables
-                                || now.1.as_ref() == Some(&self.table)
-                                || views(lab).0 == self.iptables
+                            accepts
+                                && (now.0 == self.iptables
+                                    || now.1.as_ref() == Some(&self.table)
+                                    || views(lab).0 == self.iptables)
                         };
                         if !ok {
                             seen.push(now);
