@@ -7,6 +7,7 @@
 //! `CLUSTERDNS_REQUIRE_RIG=1`.
 
 mod common;
+mod ops;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -54,12 +55,17 @@ impl Autoscaler {
     /// `clusterdns autoscaler ARGS --health-address=127.0.0.1:FREE`, logging to a file in
     /// `dir`.
     fn spawn(dir: &Path, args: &[String]) -> Autoscaler {
+        Autoscaler::spawn_on(dir, args, "127.0.0.1")
+    }
+
+    /// As [`Autoscaler::spawn`], with `--health-address=HOST:FREE`.
+    fn spawn_on(dir: &Path, args: &[String], host: &str) -> Autoscaler {
         let health = common::free_port();
         let log = dir.join(format!("autoscaler-{health}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(common::binary())
             .args(args)
-            .arg(format!("--health-address=127.0.0.1:{health}"))
+            .arg(format!("--health-address={host}:{health}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
@@ -671,6 +677,39 @@ fn two_replicas_do_not_fight() {
         ],
     );
     assert!(holder.ends_with(&format!("_{}", b.child.id())), "{holder}");
+}
+
+/// Upstream's `:8080` listens on both families (Go's wildcard), so the kubelet of an IPv6
+/// cluster can probe it. The listener is bound before the first list of nodes: no cluster
+/// is needed, the kubeconfig names an API server port where nothing listens.
+#[test]
+fn a_health_address_without_host_answers_on_both_families() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let api = common::free_port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{api}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let args = [
+        "autoscaler".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--namespace=ns".to_owned(),
+        format!("--configmap={CM}"),
+        "--target=deployment/dns".to_owned(),
+        "--logtostderr=true".to_owned(),
+    ];
+    let a = Autoscaler::spawn_on(dir.path(), &args, "");
+    let ok = (200, String::new());
+    assert_eq!(
+        ops::get_both(a.health, "/healthz"),
+        [ok.clone(), ok],
+        "{}",
+        a.log()
+    );
 }
 
 /// The real binary's command line, without a cluster: pflag's errors (exit 2), upstream's

@@ -19,6 +19,24 @@ fn health_answers_ok() {
     assert_eq!(status(&s.dig(&["example.org", "A"])), "NOERROR");
 }
 
+/// An address without a host listens on both families, as CoreDNS's Go
+/// listener does (the kubelet of an IPv6 cluster probes the Pod's IPv6
+/// address); an explicit one only where it says.
+#[test]
+fn a_wildcard_address_answers_on_both_families() {
+    let hp = free_port();
+    let lp = free_port();
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n    health :{hp}\n    whoami\n}}\nlocal.test:{{PORT}} {{\n    health 127.0.0.1:{lp}\n    whoami\n}}\n"
+    ));
+    let ok = (200, "OK".to_string());
+    assert_eq!(ops::get_both(hp, "/health"), [ok.clone(), ok.clone()]);
+    assert_eq!(ops::get_ok(lp, "/health"), ok);
+    let v6 = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, lp));
+    assert_eq!(ops::get_at(v6, "/health").0, 0, "127.0.0.1 answered on ::1");
+    drop(s);
+}
+
 #[test]
 fn lameduck_keeps_answering_then_exits_zero() {
     let hp = free_port();

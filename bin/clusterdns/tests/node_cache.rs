@@ -434,7 +434,12 @@ fn without_interface_and_rules_for_a_pod_namespace() {
     // pod already has (here the node's 10.244.0.1).
     let Some(mut lab) = Lab::new("c") else { return };
     lab.start_cluster_dns();
-    let template = TEMPLATE.replace("health 169.254.20.10:8080", "health 10.244.0.1:8080");
+    // Upstream's addresses without a host for both metrics listeners: both
+    // families, as upstream's Go listeners (a pod of an IPv6 cluster is
+    // scraped at its IPv6 address).
+    let template = TEMPLATE
+        .replace("health 169.254.20.10:8080", "health 10.244.0.1:8080")
+        .replace("prometheus 127.0.0.1:9253", "prometheus :9253");
     let mut agent = lab.start_agent(
         &template,
         &[
@@ -442,11 +447,23 @@ fn without_interface_and_rules_for_a_pod_namespace() {
             "10.244.0.1",
             "-setupinterface=false",
             "-setupiptables=false",
+            "-metrics-listen-address",
+            ":9353",
         ],
     );
     lab.wait_answer("10.244.0.1", WHO, false, "198.51.100.1");
     lab.wait_answer("10.244.0.1", WHO, true, "198.51.100.1");
     assert_eq!(lab.dig("10.244.0.1", KUBERNETES, false), "10.96.0.1");
+    for port in [9353, 9253] {
+        for host in ["127.0.0.1", "[::1]"] {
+            let metrics = lab.node(&format!("curl -sg http://{host}:{port}/metrics"));
+            assert!(
+                metrics.contains("coredns_nodecache_setup_errors_total{"),
+                "{host}:{port}: {metrics}\n{}",
+                lab.log()
+            );
+        }
+    }
     assert!(lab.log().contains("interception: none"), "{}", lab.log());
     assert!(!lab.node("ip link show").contains("nodelocaldns"));
     assert!(lab.nodelocal_rules().is_empty());
@@ -660,6 +677,12 @@ fn a_dead_successor_leaves_the_old_instance_in_charge() {
     let mut new = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "new.log")));
     wait_for("the hand-over", Duration::from_secs(10), || {
         lab.log_of("old.log").contains("serves on our")
+    });
+    // The successor serves /metrics on the listener it took over (after
+    // it told the old one it serves).
+    wait_for("the successor's /metrics", Duration::from_secs(10), || {
+        lab.log_of("new.log")
+            .contains("metrics on http://127.0.0.1:9353/metrics")
     });
     signal(new.child(), "KILL");
     wait_exit(new.child(), Duration::from_secs(5));

@@ -132,6 +132,20 @@ fn core_series_after_queries() {
     assert!(text.contains("le=\"64000\""), "{text}");
 }
 
+/// CoreDNS's `:9153` listens on both families (Go's wildcard).
+#[test]
+fn a_wildcard_address_answers_on_both_families() {
+    let mp = free_port();
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n    prometheus :{mp}\n    whoami\n}}\n"
+    ));
+    for (family, (code, text)) in ["IPv4", "IPv6"].iter().zip(ops::get_both(mp, "/metrics")) {
+        assert_eq!(code, 200, "{family}");
+        assert!(text.contains("coredns_build_info{"), "{family}: {text}");
+    }
+    drop(s);
+}
+
 /// Names, label names and (except `plugin`, see the README) label values.
 fn shape(text: &str, port: u16) -> BTreeSet<String> {
     ops::samples(text)

@@ -40,3 +40,15 @@ fn two_blocks_share_one_ready_address() {
     assert_eq!(ops::get_ok(rp, "/ready"), (200, "OK".to_string()));
     drop(s);
 }
+
+/// `0.0.0.0` is a wildcard to Go too: both families, as CoreDNS.
+#[test]
+fn a_wildcard_address_answers_on_both_families() {
+    let rp = free_port();
+    let s = Server::start(&format!(
+        ".:{{PORT}} {{\n    ready 0.0.0.0:{rp}\n    whoami\n}}\n"
+    ));
+    let ok = (200, "OK".to_string());
+    assert_eq!(ops::get_both(rp, "/ready"), [ok.clone(), ok]);
+    drop(s);
+}

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use clusterdns_observe::listen;
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ReplicationController};
@@ -27,6 +28,9 @@ pub enum RunError {
     /// No API client (kubeconfig or in-cluster configuration).
     #[error("{0}")]
     Client(#[from] clusterdns_kube::Error),
+    /// `--health-address` is no `host:port` (Go's text, which names it).
+    #[error("{0}")]
+    Address(String),
     /// The health listener could not be bound.
     #[error("listen tcp {addr}: {source}")]
     Listen {
@@ -81,12 +85,10 @@ pub async fn run(flags: Flags, targets: Vec<Target>) -> Result<(), RunError> {
     };
     let client = source.client().await?;
 
-    let addr = match flags.health_address.strip_prefix(':') {
-        Some(port) => format!("0.0.0.0:{port}"),
-        None => flags.health_address.clone(),
-    };
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
+    // `:8080` on both families, as upstream's Go listener.
+    let addr = listen::addr(&flags.health_address).map_err(RunError::Address)?;
+    let listener = listen::tcp(addr)
+        .and_then(tokio::net::TcpListener::from_std)
         .map_err(|source| RunError::Listen {
             addr: flags.health_address.clone(),
             source,

@@ -61,6 +61,7 @@ pub use setup::{
 };
 pub use writer::{OptAt, ResponseWriter, StoreHits, Stored};
 
-// The metrics registry and log lines live in clusterdns-observe, which
-// agents that are not plugins use too; plugins keep reaching them here.
-pub use clusterdns_observe::{NAMESPACE, debug, error, info, log, metrics, warning};
+// The metrics registry, log lines and admin listeners' sockets live in
+// clusterdns-observe, which agents that are not plugins use too; plugins
+// (and the server) keep reaching them here.
+pub use clusterdns_observe::{NAMESPACE, debug, error, info, listen, log, metrics, warning};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use clusterdns_plugin::metrics::{Counter, Family, Gauge, Registry};
-use clusterdns_plugin::{PluginDef, error, info, warning};
+use clusterdns_plugin::{PluginDef, error, info, listen, warning};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::admin;
@@ -498,7 +498,8 @@ async fn apply(
         }
         let bound = match inherited.take(SocketKind::Tcp, *addr).pop() {
             Some(fd) => adopt_tcp(fd),
-            None => tokio::net::TcpListener::bind(addr).await,
+            // Dual-stack for a wildcard, as CoreDNS's Go listener is.
+            None => listen::tcp(*addr).and_then(tokio::net::TcpListener::from_std),
         };
         match bound.and_then(|l| {
             let fd = socket2::SockRef::from(&l).try_clone()?;
@@ -632,31 +633,8 @@ fn adopt_tcp(fd: OwnedFd) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(l)
 }
 
-/// The TCP accept backlog: the kernel's maximum, as Go (and so CoreDNS)
-/// asks for, so a burst of connections waits in the queue rather than
-/// having its SYNs dropped (a dropped SYN costs a client a 1 s retransmit).
-fn listen_backlog() -> i32 {
-    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(1024)
-        .min(65535)
-}
-
+/// A DNS listener's TCP socket: on exactly its address, an IPv6 one
+/// IPv6-only (the IPv4 side, if any, is a listener of its own).
 fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    let domain = if addr.is_ipv4() {
-        socket2::Domain::IPV4
-    } else {
-        socket2::Domain::IPV6
-    };
-    let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
-    if addr.is_ipv6() {
-        s.set_only_v6(true)?;
-    }
-    s.set_reuse_address(true)?;
-    s.set_nonblocking(true)?;
-    s.bind(&addr.into())?;
-    s.listen(listen_backlog())?;
-    tokio::net::TcpListener::from_std(s.into())
+    listen::exact(addr, true).and_then(tokio::net::TcpListener::from_std)
 }

@@ -8,36 +8,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterdns_nodecache::ready::ReadyProbe;
+use clusterdns_observe::listen;
 use clusterdns_observe::metrics::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Binds `addr` (Go form: `:9353` means every address), or adopts the
+/// Binds `addr` (Go form, as upstream's `http.ListenAndServe` takes it:
+/// `:9353` and `0.0.0.0:9353` listen on both families), or adopts the
 /// listener a predecessor handed over, and serves `GET /metrics` from
-/// `registry` in a task; the bound address and a duplicate of the
-/// listener (for a successor).
+/// `registry` in a task; the address listened on (as asked, with the
+/// bound port) and a duplicate of the listener (for a successor).
 pub async fn spawn(
     addr: &str,
     registry: Arc<Registry>,
     ready: Option<Arc<ReadyProbe>>,
     inherited: Option<OwnedFd>,
 ) -> std::io::Result<(SocketAddr, OwnedFd)> {
+    let asked = listen::addr(addr).map_err(std::io::Error::other)?;
     let listener = match inherited {
-        Some(fd) => {
-            let l = std::net::TcpListener::from(fd);
-            l.set_nonblocking(true)?;
-            TcpListener::from_std(l)?
-        }
-        None => {
-            let addr = if addr.starts_with(':') {
-                format!("[::]{addr}")
-            } else {
-                addr.to_string()
-            };
-            TcpListener::bind(&addr).await?
-        }
+        Some(fd) => std::net::TcpListener::from(fd),
+        None => listen::tcp(asked)?,
     };
-    let bound = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
+    // A dual-stack socket calls itself `[::]`: name the address as given.
+    let bound = SocketAddr::new(asked.ip(), listener.local_addr()?.port());
     let dup = listener.as_fd().try_clone_to_owned()?;
     tokio::spawn(async move {
         loop {

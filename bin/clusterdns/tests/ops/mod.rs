@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,7 +12,12 @@ use std::time::{Duration, Instant};
 /// chunked body): (status, body). Status 0 when the
 /// connection fails.
 pub fn get(port: u16, path: &str) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+    get_at(SocketAddr::from((Ipv4Addr::LOCALHOST, port)), path)
+}
+
+/// [`get`] at any address.
+pub fn get_at(addr: SocketAddr, path: &str) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(addr) else {
         return (0, String::new());
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
@@ -33,14 +38,29 @@ pub fn get(port: u16, path: &str) -> (u16, String) {
 
 /// Polls `GET path` until it gives a status, for up to 10 s.
 pub fn get_ok(port: u16, path: &str) -> (u16, String) {
+    get_ok_at(SocketAddr::from((Ipv4Addr::LOCALHOST, port)), path)
+}
+
+/// [`get_ok`] at any address.
+pub fn get_ok_at(addr: SocketAddr, path: &str) -> (u16, String) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let r = get(port, path);
+        let r = get_at(addr, path);
         if r.0 != 0 || Instant::now() > deadline {
             return r;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `GET path` on `port` of 127.0.0.1 and of ::1, each polled as
+/// [`get_ok`]: what each family answered, IPv4 first.
+pub fn get_both(port: u16, path: &str) -> [(u16, String); 2] {
+    [
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+    ]
+    .map(|ip| get_ok_at(SocketAddr::new(ip, port), path))
 }
 
 /// One sample of a metrics text: name and label set (sorted), value.
