@@ -802,6 +802,18 @@ fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
     from_kustomize.extend(objects(&kustomize(
         &workspace_root().join("deploy/autoscaler"),
     )));
+    // One object more: the chart still renders the autoscaler's ConfigMap
+    // from autoscaler.params, which deploy/autoscaler leaves to the
+    // autoscaler to create from the same --default-params (so a re-apply
+    // keeps the operator's tuning); its data is what the autoscaler writes.
+    let mut from_helm = from_helm;
+    let cm = from_helm
+        .remove("ConfigMap/kube-system/kube-dns-autoscaler")
+        .expect("the chart's autoscaler ConfigMap");
+    assert_eq!(
+        serde_json::to_value(&cm["data"]).expect("json"),
+        serde_json::json!({"linear": r#"{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":16,"preventSinglePointFailure":true}"#})
+    );
     assert_same_objects(&from_kustomize, &from_helm);
 
     // IPVS layout, another domain and Service address, ladder parameters
