@@ -696,7 +696,7 @@ const NODE_LOCAL_OBJECTS: [&str; 5] = [
 /// in for kubeadm's addresses: the DaemonSet's container, args and volumes;
 /// the template is upstream's with the domain filled in and no address: its
 /// bind lines are upstream's placeholders, which node-cache fills in from
-/// -localip, its health address the container's NODE_LOCAL_DNS_IP.
+/// -localip, its health address the container's NODE_LOCAL_DNS_HEALTH.
 #[test]
 fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
     if !kubectl_built() {
@@ -736,7 +736,7 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
     );
     assert_eq!(
         serde_json::to_value(&c["env"]).expect("json"),
-        serde_json::json!([{"name": "NODE_LOCAL_DNS_IP", "value": "169.254.20.10"}])
+        serde_json::json!([{"name": "NODE_LOCAL_DNS_HEALTH", "value": "169.254.20.10:8080"}])
     );
     assert_eq!(
         serde_json::to_value(&c["securityContext"]).expect("json"),
@@ -810,7 +810,7 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
             .count(),
         4
     );
-    assert!(template.contains("health [{$NODE_LOCAL_DNS_IP}]:8080\n"));
+    assert!(template.contains("health {$NODE_LOCAL_DNS_HEALTH}\n"));
     assert!(
         !template.contains("169.254") && !template.contains("10.96"),
         "{template}"
@@ -829,8 +829,22 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
 
 const NODE_LOCAL_DS: &str = "DaemonSet/kube-system/node-local-dns";
 
-/// The overlay of deploy/README.md ("Other addresses"), as written there but
-/// for its two values, `localip` and `upstreamsvc`, rendered by kustomize.
+/// The first address of a `-localip` value and where the template's health
+/// listens with it, as deploy/README.md says to give it: port 8080, an IPv6
+/// address in brackets.
+fn health_of(localip: &str) -> (&str, String) {
+    let first = localip.split(',').next().unwrap_or(localip);
+    let health = if first.contains(':') {
+        format!("[{first}]:8080")
+    } else {
+        format!("{first}:8080")
+    };
+    (first, health)
+}
+
+/// The overlay of deploy/README.md ("Other addresses for node-local-dns"),
+/// as written there but for its values: `localip`, `upstreamsvc`, and
+/// `health` from `localip`; rendered by kustomize.
 fn addresses_overlay(localip: &str, upstreamsvc: &str) -> BTreeMap<String, Yaml> {
     let example = readme_example("node-cache-addresses");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -850,6 +864,10 @@ fn addresses_overlay(localip: &str, upstreamsvc: &str) -> BTreeMap<String, Yaml>
             format!("localip={localip}"),
         ),
         (
+            "health=169.254.20.10:8080",
+            format!("health={}", health_of(localip).1),
+        ),
+        (
             "upstreamsvc=kube-dns-upstream",
             format!("upstreamsvc={upstreamsvc}"),
         ),
@@ -863,18 +881,19 @@ fn addresses_overlay(localip: &str, upstreamsvc: &str) -> BTreeMap<String, Yaml>
 
 /// deploy/node-local-dns with `localip` and `upstreamsvc` where they belong,
 /// and nothing else changed: the DaemonSet's -localip and -upstreamsvc, the
-/// first address as NODE_LOCAL_DNS_IP (the template's health address) and
-/// as the liveness probe's host, the upstream Service's name.
+/// first address as the liveness probe's host and, with port 8080, as
+/// NODE_LOCAL_DNS_HEALTH (the template's health address), the upstream
+/// Service's name.
 fn node_local_dns_with(localip: &str, upstreamsvc: &str) -> BTreeMap<String, Yaml> {
     let mut want = objects(&kustomize(&node_local_dns()));
-    let first = localip.split(',').next().unwrap_or(localip);
+    let (first, health) = health_of(localip);
     let c = want
         .get_mut(NODE_LOCAL_DS)
         .and_then(|d| d["spec"]["template"]["spec"]["containers"].get_mut(0))
         .expect("the container");
     c["args"][1] = Yaml::from(localip);
     c["args"][5] = Yaml::from(upstreamsvc);
-    c["env"][0]["value"] = Yaml::from(first);
+    c["env"][0]["value"] = Yaml::from(health);
     c["livenessProbe"]["httpGet"]["host"] = Yaml::from(first);
     let mut svc = want
         .remove("Service/kube-system/kube-dns-upstream")
@@ -1061,17 +1080,12 @@ fn node_local_dns_runs_as_rendered_on_other_addresses() {
             rendered.contains(&format!("forward . {} {{", net.upstream)),
             "{rendered}"
         );
-        let host = if v6 {
-            format!("[{local}]")
-        } else {
-            local.to_string()
-        };
-        // Health on the link-local address alone (NODE_LOCAL_DNS_IP; unset,
-        // the template's `[]:8080` would listen on every IPv4 address).
-        let health = lab.node(&format!("curl -s 'http://{host}:8080/health'"));
-        assert_eq!(health.trim(), "OK", "{}", lab.log());
+        // Health on the link-local address alone (NODE_LOCAL_DNS_HEALTH).
+        let (_, health) = health_of(localip);
+        let ok = lab.node(&format!("curl -s 'http://{health}/health'"));
+        assert_eq!(ok.trim(), "OK", "{}", lab.log());
         let tcp = lab.node("ss -Hlnt");
-        assert!(tcp.contains(&format!(" {host}:8080 ")), "{tcp}");
+        assert!(tcp.contains(&format!(" {health} ")), "{tcp}");
         lab::signal(&agent, "TERM");
         let status = lab::wait_exit(&mut agent, std::time::Duration::from_secs(15));
         assert!(status.success(), "{status:?}\n{}", lab.log());
@@ -1164,7 +1178,7 @@ fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
     assert!(template.starts_with("corp.internal:53 {\n"), "{template}");
     assert_eq!(
         c["env"][0]["value"].as_str(),
-        Some("169.254.0.53"),
+        Some("169.254.0.53:8080"),
         "the health address"
     );
     assert!(!template.contains("10.96.0.10"), "{template}");
