@@ -205,6 +205,11 @@ fn targets(ns: &str, replicas: u32) -> String {
 
 /// Makes `mode` the ConfigMap's one data key, with `json` as its parameters.
 fn set_params(rig: &Rig, ns: &str, mode: &str, json: &str) {
+    set_params_of(rig, ns, CM, mode, json);
+}
+
+/// [`set_params`] of the ConfigMap `cm`, as an operator tunes it (`kubectl patch`).
+fn set_params_of(rig: &Rig, ns: &str, cm: &str, mode: &str, json: &str) {
     // A merge patch: `null` removes the other mode's key.
     let other = if mode == "linear" { "ladder" } else { "linear" };
     let body = serde_json::json!({ "data": { mode: json, other: serde_json::Value::Null } });
@@ -215,7 +220,7 @@ fn set_params(rig: &Rig, ns: &str, mode: &str, json: &str) {
             ns,
             "patch",
             "configmap",
-            CM,
+            cm,
             "--type=merge",
             "-p",
             &body.to_string(),
@@ -418,15 +423,44 @@ fn replicas_follow_the_nodes_and_the_parameters() {
     }
 }
 
+fn kustomization() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/autoscaler")
+}
+
 /// `deploy/autoscaler` as kustomize renders it.
 fn manifests(rig: &Rig) -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/autoscaler");
-    kc(rig, &["kustomize", dir.to_str().expect("utf-8 path")])
+    kc(
+        rig,
+        &["kustomize", kustomization().to_str().expect("utf-8 path")],
+    )
+}
+
+/// The Deployment's `--default-params` (CoreDNS's), as the autoscaler writes them into the
+/// ConfigMap it creates.
+const DEPLOYED_LINEAR: &str = r#"{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":16,"preventSinglePointFailure":true}"#;
+
+/// `deploy/autoscaler`'s ConfigMap, as JSON, or `None` while there is none.
+fn deployed_configmap(rig: &Rig) -> Option<serde_json::Value> {
+    let out = rig
+        .kubectl(&[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "kube-dns-autoscaler",
+            "-o",
+            "json",
+        ])
+        .ok()?;
+    Some(serde_json::from_str(&out).expect("json"))
 }
 
 /// The manifests' objects are applied; the binary runs with the manifest's arguments and
-/// the ServiceAccount's token, nothing else: it scales `coredns`, recreates its ConfigMap,
-/// and the ServiceAccount may do nothing beyond what the autoscaler needs.
+/// the ServiceAccount's token, nothing else: it creates its ConfigMap (the manifests ship
+/// none) from `--default-params` and scales `coredns` by it; tuned to `ladder`, the
+/// ConfigMap is left exactly as it is by `kubectl apply -k deploy/autoscaler`, twice, and
+/// the autoscaler goes on scaling by the ladder; deleted, it is created again from the
+/// defaults; the ServiceAccount may do nothing beyond what the autoscaler needs.
 #[test]
 fn runs_with_exactly_the_deployed_rbac() {
     // Two fake nodes of 4 CPUs.
@@ -434,7 +468,9 @@ fn runs_with_exactly_the_deployed_rbac() {
         return;
     };
     let rig = private.rig();
-    rig.apply_yaml(&manifests(rig)).expect("deploy/autoscaler");
+    let shipped = manifests(rig);
+    assert!(!shipped.contains("kind: ConfigMap"), "{shipped}");
+    rig.apply_yaml(&shipped).expect("deploy/autoscaler");
     rig.apply_yaml(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: coredns, namespace: kube-system}\nspec:\n  replicas: 5\n  selector: {matchLabels: {k8s-app: kube-dns}}\n  template:\n    metadata: {labels: {k8s-app: kube-dns}}\n    spec: {containers: [{name: c, image: example.invalid/none}]}\n",
     )
@@ -540,11 +576,18 @@ fn runs_with_exactly_the_deployed_rbac() {
         .map(|a| a.as_str().expect("string").to_owned())
         .collect();
     assert_eq!(args[0], "autoscaler");
+    let defaults = format!(r#"--default-params={{"linear":{DEPLOYED_LINEAR}}}"#);
+    assert!(args.contains(&defaults), "{args:?}");
+    assert!(
+        deployed_configmap(rig).is_none(),
+        "none before the autoscaler"
+    );
     args.push(format!("--kubeconfig={}", kubeconfig.display()));
     args.push("--poll-period-seconds=1".to_owned());
     let a = Autoscaler::spawn(private.dir(), &args);
 
-    // 2 nodes, 8 cores with CoreDNS's parameters: max(ceil(8/256), SPOF 2) = 2.
+    // Its ConfigMap, created from --default-params at the first poll; 2 nodes, 8 cores
+    // with CoreDNS's parameters: max(ceil(8/256), SPOF 2) = 2.
     let coredns = || {
         kc(
             rig,
@@ -559,23 +602,67 @@ fn runs_with_exactly_the_deployed_rbac() {
             ],
         )
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while coredns() != "2" {
-        assert!(
-            Instant::now() < deadline,
-            "coredns at {}\n{}",
-            coredns(),
-            a.log()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let wait_coredns = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while coredns() != want {
+            assert!(
+                Instant::now() < deadline,
+                "coredns at {}, want {want}\n{}",
+                coredns(),
+                a.log()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    wait_coredns("2");
     assert!(
         a.log().contains("updating deployment/coredns from 5 to 2"),
         "{}",
         a.log()
     );
+    let created = "Created ConfigMap kube-dns-autoscaler in namespace kube-system";
+    assert_eq!(a.log().matches(created).count(), 1, "{}", a.log());
+    let cm = deployed_configmap(rig).expect("created by the autoscaler");
+    assert_eq!(cm["data"], serde_json::json!({ "linear": DEPLOYED_LINEAR }));
 
-    // Deleted, the ConfigMap is created again from --default-params.
+    // Tuned by the operator to a ladder: 2 nodes → 3.
+    let ladder = r#"{"nodesToReplicas":[[1,1],[2,3],[3,5]]}"#;
+    set_params_of(rig, "kube-system", "kube-dns-autoscaler", "ladder", ladder);
+    wait_coredns("3");
+    let tuned = deployed_configmap(rig).expect("the ConfigMap");
+    assert_eq!(tuned["data"], serde_json::json!({ "ladder": ladder }));
+
+    // Applied again, twice, as an upgrade does: the ConfigMap is no object of the
+    // kustomization, so not a byte of it changes (same resourceVersion, no `linear`
+    // put back beside the ladder, which the autoscaler would refuse).
+    let dir = kustomization();
+    for _ in 0..2 {
+        let out = kc(rig, &["apply", "-k", dir.to_str().expect("utf-8 path")]);
+        assert!(
+            out.contains("deployment.apps/kube-dns-autoscaler") && !out.contains("configmap"),
+            "{out}"
+        );
+    }
+    let after = deployed_configmap(rig).expect("the ConfigMap");
+    assert_eq!(after["data"], tuned["data"]);
+    assert_eq!(
+        after["metadata"]["resourceVersion"], tuned["metadata"]["resourceVersion"],
+        "{after}"
+    );
+
+    // And the autoscaler still scales by the ladder: a third node → 5 (CoreDNS's linear
+    // parameters would give 2).
+    rig.apply_yaml(&node("as-third", "4", true, ""))
+        .expect("a third node");
+    wait_coredns("5");
+    a.wait_last_poll(200, "");
+    assert!(
+        a.log().contains("updating deployment/coredns from 3 to 5"),
+        "{}",
+        a.log()
+    );
+
+    // Deleted, the ConfigMap is created again from --default-params: 3 nodes, 12 cores → 2.
     kc(
         rig,
         &[
@@ -587,30 +674,13 @@ fn runs_with_exactly_the_deployed_rbac() {
         ],
     );
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !a
-        .log()
-        .contains("Created ConfigMap kube-dns-autoscaler in namespace kube-system")
-    {
+    while a.log().matches(created).count() < 2 {
         assert!(Instant::now() < deadline, "not recreated\n{}", a.log());
         std::thread::sleep(Duration::from_millis(250));
     }
-    let data = kc(
-        rig,
-        &[
-            "-n",
-            "kube-system",
-            "get",
-            "configmap",
-            "kube-dns-autoscaler",
-            "-o",
-            "jsonpath={.data.linear}",
-        ],
-    );
-    let shipped = manifests(rig);
-    assert!(
-        shipped.contains(&format!("linear: '{data}'")),
-        "{data} is not the shipped ConfigMap's"
-    );
+    let cm = deployed_configmap(rig).expect("created again");
+    assert_eq!(cm["data"], serde_json::json!({ "linear": DEPLOYED_LINEAR }));
+    wait_coredns("2");
     a.wait_last_poll(200, "");
     let log = a.log();
     assert!(!log.to_lowercase().contains("forbidden"), "{log}");

@@ -29,6 +29,12 @@ use std::process::{Command, Stdio};
 use serde::Deserialize;
 
 use clusterdns_test_support::{PrivateRig, Rig, eventually, rig_dir, skip, workspace_root};
+
+// The node-cache lab (three network namespaces), for the rendered
+// node-local-dns objects.
+#[allow(clippy::unwrap_used)]
+#[path = "common/nodecache.rs"]
+mod lab;
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
 
@@ -56,14 +62,27 @@ fn helm_bin() -> Option<PathBuf> {
     }
 }
 
-/// Runs `program args...`, panics with its stderr unless it succeeds, returns stdout.
-fn run(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
+/// Whether the rig's kubectl is built; else [`skip`] says so.
+fn kubectl_built() -> bool {
+    let there = rig_dir().join("bin/kubectl").exists();
+    if !there {
+        skip("no kubectl in the rig: run `scripts/rig build`");
     }
-    let out = cmd
+    there
+}
+
+/// [`Helm`], for tests that render with both helm and the rig's kubectl;
+/// `None` after [`skip`] if either is missing.
+fn helm_and_kubectl() -> Option<Helm> {
+    let helm = helm_bin()?;
+    kubectl_built().then(|| Helm::new(helm))
+}
+
+/// Runs `program args...`, panics with its stderr unless it succeeds, returns stdout.
+fn run(program: &Path, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
     assert!(
@@ -92,26 +111,41 @@ impl Helm {
     }
 
     fn run(&self, args: &[&str]) -> String {
+        self.try_run(args)
+            .unwrap_or_else(|e| panic!("helm {args:?} failed:\n{e}"))
+    }
+
+    /// helm `args`: its stdout, or its stderr if it fails.
+    fn try_run(&self, args: &[&str]) -> Result<String, String> {
         let h = self.home.path();
-        let (config, cache, data) = (h.join("config"), h.join("cache"), h.join("data"));
-        run(
-            &self.bin,
-            args,
-            &[
-                ("HELM_CONFIG_HOME", &config),
-                ("HELM_CACHE_HOME", &cache),
-                ("HELM_DATA_HOME", &data),
-            ],
-        )
+        let out = Command::new(&self.bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .env("HELM_CONFIG_HOME", h.join("config"))
+            .env("HELM_CACHE_HOME", h.join("cache"))
+            .env("HELM_DATA_HOME", h.join("data"))
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", self.bin.display()));
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
     }
 
     /// `helm template` of the chart with `args` (e.g. `--set k=v`).
     fn template(&self, namespace: &str, args: &[&str]) -> String {
+        self.try_template(namespace, args)
+            .unwrap_or_else(|e| panic!("helm template {args:?} failed:\n{e}"))
+    }
+
+    /// [`Helm::template`], or helm's complaint.
+    fn try_template(&self, namespace: &str, args: &[&str]) -> Result<String, String> {
         let chart = chart();
         let chart = chart.to_str().expect("utf-8 path");
         let mut all = vec!["template", "clusterdns", chart, "--namespace", namespace];
         all.extend_from_slice(args);
-        self.run(&all)
+        self.try_run(&all)
     }
 }
 
@@ -148,11 +182,7 @@ fn kubectl_kustomize() -> String {
 /// `kubectl kustomize DIR`.
 fn kustomize(dir: &Path) -> String {
     let kubectl = rig_dir().join("bin/kubectl");
-    run(
-        &kubectl,
-        &["kustomize", dir.to_str().expect("utf-8 path")],
-        &[],
-    )
+    run(&kubectl, &["kustomize", dir.to_str().expect("utf-8 path")])
 }
 
 /// The same objects, field for field, from kustomize and from helm.
@@ -190,11 +220,9 @@ const OBJECTS: [&str; 6] = [
 
 #[test]
 fn helm_defaults_render_exactly_the_kustomize_objects() {
-    let Some(helm) = helm_bin() else { return };
-    if !rig_dir().join("bin/kubectl").exists() {
-        return skip("no kubectl in the rig: run `scripts/rig build`");
-    }
-    let helm = Helm::new(helm);
+    let Some(helm) = helm_and_kubectl() else {
+        return;
+    };
     let chart = chart();
     helm.run(&["lint", "--strict", chart.to_str().expect("utf-8 path")]);
     let from_kustomize = objects(&kubectl_kustomize());
@@ -271,8 +299,8 @@ fn readme_example(dir: &str) -> String {
 #[test]
 fn the_readme_overlay_sets_image_replicas_and_address() {
     let kubectl = rig_dir().join("bin/kubectl");
-    if !kubectl.exists() {
-        return skip("no kubectl in the rig: run `scripts/rig build`");
+    if !kubectl_built() {
+        return;
     }
     let example = readme_example("my-dns");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -285,7 +313,6 @@ fn the_readme_overlay_sets_image_replicas_and_address() {
     let out = objects(&run(
         &kubectl,
         &["kustomize", overlay.to_str().expect("utf-8")],
-        &[],
     ));
     let base = objects(&kubectl_kustomize());
     assert_eq!(
@@ -396,6 +423,13 @@ fn dry_run_dir(rig: &Rig, dir: &Path, objects: usize) {
         .filter(|p| {
             p.extension().is_some_and(|e| e == "yaml")
                 && p.file_name().is_some_and(|n| n != "kustomization.yaml")
+        })
+        // kustomize's values for its replacements, never applied
+        // (deploy/node-local-dns/addresses.yaml).
+        .filter(|p| {
+            !std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .contains("config.kubernetes.io/local-config")
         })
         .collect();
     files.sort();
@@ -659,12 +693,14 @@ const NODE_LOCAL_OBJECTS: [&str; 5] = [
 ];
 
 /// deploy/node-local-dns is the upstream addon with its placeholders filled
-/// in for kubeadm's addresses: the DaemonSet's container, args and volumes,
-/// the template with only node-cache's own two placeholders left.
+/// in for kubeadm's addresses: the DaemonSet's container, args and volumes;
+/// the template is upstream's with the domain filled in and no address: its
+/// bind lines are upstream's placeholders, which node-cache fills in from
+/// -localip, its health address the container's NODE_LOCAL_DNS_HEALTH.
 #[test]
 fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
-    if !rig_dir().join("bin/kubectl").exists() {
-        return skip("no kubectl in the rig: run `scripts/rig build`");
+    if !kubectl_built() {
+        return;
     }
     let objs = objects(&kustomize(&node_local_dns()));
     assert_eq!(
@@ -697,6 +733,10 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
             "-pidfile",
             "/tmp/node-cache.pid"
         ])
+    );
+    assert_eq!(
+        serde_json::to_value(&c["env"]).expect("json"),
+        serde_json::json!([{"name": "NODE_LOCAL_DNS_HEALTH", "value": "169.254.20.10:8080"}])
     );
     assert_eq!(
         serde_json::to_value(&c["securityContext"]).expect("json"),
@@ -748,8 +788,13 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
     placeholders.dedup();
     assert_eq!(
         placeholders,
-        ["__PILLAR__CLUSTER__DNS__", "__PILLAR__UPSTREAM__SERVERS__"],
-        "only node-cache's own placeholders are left:\n{template}"
+        [
+            "__PILLAR__CLUSTER__DNS__",
+            "__PILLAR__DNS__SERVER__",
+            "__PILLAR__LOCAL__DNS__",
+            "__PILLAR__UPSTREAM__SERVERS__"
+        ],
+        "only those node-cache fills in are left:\n{template}"
     );
     for zone in [
         "cluster.local:53 {",
@@ -760,10 +805,16 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
         assert!(template.contains(zone), "{zone} in\n{template}");
     }
     assert_eq!(
-        template.matches("bind 169.254.20.10 10.96.0.10\n").count(),
+        template
+            .matches("bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__\n")
+            .count(),
         4
     );
-    assert!(template.contains("health 169.254.20.10:8080\n"));
+    assert!(template.contains("health {$NODE_LOCAL_DNS_HEALTH}\n"));
+    assert!(
+        !template.contains("169.254") && !template.contains("10.96"),
+        "{template}"
+    );
 
     let upstream = &objs["Service/kube-system/kube-dns-upstream"];
     assert_eq!(
@@ -776,16 +827,279 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
     assert_eq!(metrics["spec"]["ports"][0]["port"].as_u64(), Some(9253));
 }
 
+const NODE_LOCAL_DS: &str = "DaemonSet/kube-system/node-local-dns";
+
+/// The first address of a `-localip` value and where the template's health
+/// listens with it, as deploy/README.md says to give it: port 8080, an IPv6
+/// address in brackets.
+fn health_of(localip: &str) -> (&str, String) {
+    let first = localip.split(',').next().unwrap_or(localip);
+    let health = if first.contains(':') {
+        format!("[{first}]:8080")
+    } else {
+        format!("{first}:8080")
+    };
+    (first, health)
+}
+
+/// The overlay of deploy/README.md ("Other addresses for node-local-dns"),
+/// as written there but for its values: `localip`, `upstreamsvc`, and
+/// `health` from `localip`; rendered by kustomize.
+fn addresses_overlay(localip: &str, upstreamsvc: &str) -> BTreeMap<String, Yaml> {
+    let example = readme_example("node-cache-addresses");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = dir.path().join("node-cache-addresses");
+    std::fs::create_dir(&overlay).expect("mkdir");
+    let deploy = workspace_root().join("deploy");
+    let rel = |p: &str| format!("[{}]", relative(&overlay, &deploy.join(p)).display());
+    let mut text = example.clone();
+    for (from, to) in [
+        ("[../deploy/node-local-dns]", rel("node-local-dns")),
+        (
+            "[../deploy/node-local-dns-addresses]",
+            rel("node-local-dns-addresses"),
+        ),
+        (
+            "localip=169.254.20.10,10.32.0.10",
+            format!("localip={localip}"),
+        ),
+        (
+            "health=169.254.20.10:8080",
+            format!("health={}", health_of(localip).1),
+        ),
+        (
+            "upstreamsvc=kube-dns-upstream",
+            format!("upstreamsvc={upstreamsvc}"),
+        ),
+    ] {
+        assert!(text.contains(from), "{from} in the example:\n{example}");
+        text = text.replace(from, &to);
+    }
+    std::fs::write(overlay.join("kustomization.yaml"), text).expect("write");
+    objects(&kustomize(&overlay))
+}
+
+/// deploy/node-local-dns with `localip` and `upstreamsvc` where they belong,
+/// and nothing else changed: the DaemonSet's -localip and -upstreamsvc, the
+/// first address as the liveness probe's host and, with port 8080, as
+/// NODE_LOCAL_DNS_HEALTH (the template's health address), the upstream
+/// Service's name.
+fn node_local_dns_with(localip: &str, upstreamsvc: &str) -> BTreeMap<String, Yaml> {
+    let mut want = objects(&kustomize(&node_local_dns()));
+    let (first, health) = health_of(localip);
+    let c = want
+        .get_mut(NODE_LOCAL_DS)
+        .and_then(|d| d["spec"]["template"]["spec"]["containers"].get_mut(0))
+        .expect("the container");
+    c["args"][1] = Yaml::from(localip);
+    c["args"][5] = Yaml::from(upstreamsvc);
+    c["env"][0]["value"] = Yaml::from(health);
+    c["livenessProbe"]["httpGet"]["host"] = Yaml::from(first);
+    let mut svc = want
+        .remove("Service/kube-system/kube-dns-upstream")
+        .expect("kube-dns-upstream");
+    svc["metadata"]["name"] = Yaml::from(upstreamsvc);
+    want.insert(format!("Service/kube-system/{upstreamsvc}"), svc);
+    want
+}
+
+/// Other addresses without editing a string: the README's overlay with the
+/// node-local-dns-addresses component (a non-default Service range as
+/// written; IPv6, ULA link address and another upstream Service name; IPVS
+/// mode, the link-local address alone) sets exactly the fields that hold
+/// them and drops its values object; the chart, given the same through
+/// nodeCache.localIP, service.clusterIP (or interceptServiceIP=false) and
+/// nodeCache.upstreamService, renders the same objects; a localIP of
+/// another family than the Service's is refused.
+#[test]
+fn node_local_dns_addresses_are_set_in_one_place() {
+    let Some(helm) = helm_and_kubectl() else {
+        return;
+    };
+    for (localip, upstreamsvc) in [
+        ("169.254.20.10,10.32.0.10", "kube-dns-upstream"),
+        ("fd00::10,fd00:32::10", "dns-upstream"),
+        ("169.254.0.53", "kube-dns-upstream"),
+    ] {
+        let want = node_local_dns_with(localip, upstreamsvc);
+        let got = addresses_overlay(localip, upstreamsvc);
+        assert_eq!(got, want, "kustomize, {localip} {upstreamsvc}");
+        assert!(
+            !got.keys().any(|k| k.contains("node-local-dns-addresses")),
+            "the values are not applied: {:?}",
+            got.keys()
+        );
+
+        let (first, service) = match localip.split_once(',') {
+            Some((first, service)) => (first, Some(service)),
+            None => (localip, None),
+        };
+        let local = format!("nodeCache.localIP={first}");
+        let upstream = format!("nodeCache.upstreamService={upstreamsvc}");
+        let cluster_ip = service.map(|ip| format!("service.clusterIP={ip}"));
+        let mut args = vec!["--set", "nodeCache.enabled=true", "--set", &local];
+        args.extend(["--set", &upstream, "--set"]);
+        args.push(
+            cluster_ip
+                .as_deref()
+                .unwrap_or("nodeCache.interceptServiceIP=false"),
+        );
+        let from_helm: BTreeMap<String, Yaml> = objects(&helm.template("kube-system", &args))
+            .into_iter()
+            .filter(|(k, _)| !OBJECTS.contains(&k.as_str()))
+            .collect();
+        assert_same_objects(&want, &from_helm);
+    }
+    let err = helm
+        .try_template(
+            "kube-system",
+            &[
+                "--set",
+                "nodeCache.enabled=true",
+                "--set",
+                "nodeCache.localIP=fd00::10",
+            ],
+        )
+        .expect_err("an IPv6 localIP beside the IPv4 10.96.0.10");
+    assert!(
+        err.contains(
+            "nodeCache.localIP fd00::10 and service.clusterIP 10.96.0.10 are not one address family"
+        ),
+        "{err}"
+    );
+}
+
+/// The lab's addresses for the rendered objects: a Service range other than
+/// kubeadm's, and IPv6 with the ULA fd00::10 as the cache's address.
+const OTHER_V4: lab::Net = lab::Net {
+    cluster: "10.32.0.10",
+    upstream: "10.32.0.11",
+    ..lab::V4
+};
+const OTHER_V6: lab::Net = lab::Net {
+    cluster: "fd00:32::10",
+    upstream: "fd00:32::11",
+    local: "fd00::10",
+    ..lab::V6
+};
+
+/// The README overlay's objects run as rendered: `clusterdns node-cache`
+/// with the DaemonSet's arguments and environment (but for the node's
+/// paths) and the ConfigMap's template, in the lab's namespaces with
+/// kube-proxy's DNAT for the other Service range, IPv4 and IPv6: the
+/// template parses, the cache listens and answers on the link-local and
+/// the kube-dns address, forwards cluster names to the renamed upstream
+/// Service's address, and serves health on `[address]:8080`.
+#[test]
+fn node_local_dns_runs_as_rendered_on_other_addresses() {
+    if !kubectl_built() {
+        return;
+    }
+    static NETS: [(&lab::Net, &str, &str, &str); 2] = [
+        (
+            &OTHER_V4,
+            "d4",
+            "169.254.20.10,10.32.0.10",
+            "kube-dns-upstream",
+        ),
+        (&OTHER_V6, "d6", "fd00::10,fd00:32::10", "dns-upstream"),
+    ];
+    for &(net, tag, localip, upstreamsvc) in &NETS {
+        let objs = addresses_overlay(localip, upstreamsvc);
+        let template = objs["ConfigMap/kube-system/node-local-dns"]["data"]["Corefile"]
+            .as_str()
+            .expect("Corefile");
+        let c = &objs[NODE_LOCAL_DS]["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = c["args"]
+            .as_sequence()
+            .expect("args")
+            .iter()
+            .filter_map(Yaml::as_str)
+            .collect();
+        // The lab's files instead of the node's: -conf and -pidfile go,
+        // every other argument stays as the DaemonSet gives it.
+        let mut flags = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match *a {
+                "-conf" | "-pidfile" => {
+                    it.next();
+                }
+                _ => flags.push(*a),
+            }
+        }
+        assert_eq!(
+            flags,
+            ["-localip", localip, "-upstreamsvc", upstreamsvc],
+            "{args:?}"
+        );
+        let mut env: Vec<(String, String)> = c["env"]
+            .as_sequence()
+            .expect("env")
+            .iter()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().expect("name, value").to_string();
+                (s("name"), s("value"))
+            })
+            .collect();
+        // What the kubelet adds for the upstream Service.
+        let host_var = format!(
+            "{}_SERVICE_HOST",
+            upstreamsvc.replace('-', "_").to_uppercase()
+        );
+        env.push((host_var, net.upstream.to_string()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+
+        let Some(mut lab) = lab::Lab::build(tag, net, "iptables-nft") else {
+            return;
+        };
+        lab.start_cluster_dns();
+        let mut agent = lab.start_agent_with(template, &flags, &env, "agent.log");
+        let (local, cluster) = localip.split_once(',').expect("two addresses");
+        for ip in [local, cluster] {
+            for tcp in [false, true] {
+                lab.wait_answer(ip, lab::KUBERNETES, tcp, "10.96.0.1");
+            }
+        }
+        // The agent's own sockets on both addresses (kube-proxy's DNAT would
+        // answer for the Service's address without it).
+        let v6 = net.host_bits == 128;
+        let sockets = lab.node("ss -Hlnu");
+        for ip in [local, cluster] {
+            let want = if v6 {
+                format!("[{ip}]:53 ")
+            } else {
+                format!("{ip}:53 ")
+            };
+            assert!(sockets.contains(&want), "{want} in\n{sockets}");
+        }
+        let rendered = std::fs::read_to_string(lab.path("Corefile")).expect("rendered");
+        let bind = format!("bind {} \n", localip.replace(',', " "));
+        assert_eq!(rendered.matches(&bind).count(), 4, "{rendered}");
+        assert!(
+            rendered.contains(&format!("forward . {} {{", net.upstream)),
+            "{rendered}"
+        );
+        // Health on the link-local address alone (NODE_LOCAL_DNS_HEALTH).
+        let (_, health) = health_of(localip);
+        let ok = lab.node(&format!("curl -s 'http://{health}/health'"));
+        assert_eq!(ok.trim(), "OK", "{}", lab.log());
+        let tcp = lab.node("ss -Hlnt");
+        assert!(tcp.contains(&format!(" {health} ")), "{tcp}");
+        lab::signal(&agent, "TERM");
+        let status = lab::wait_exit(&mut agent, std::time::Duration::from_secs(15));
+        assert!(status.success(), "{status:?}\n{}", lab.log());
+    }
+}
+
 /// With `nodeCache.enabled` and `autoscaler.enabled` the chart renders,
 /// beside the cluster DNS, exactly what deploy/node-local-dns and
 /// deploy/autoscaler hold; their values land where they should.
 #[test]
 fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
-    let Some(helm) = helm_bin() else { return };
-    if !rig_dir().join("bin/kubectl").exists() {
-        return skip("no kubectl in the rig: run `scripts/rig build`");
-    }
-    let helm = Helm::new(helm);
+    let Some(helm) = helm_and_kubectl() else {
+        return;
+    };
     let chart = chart();
     let on = [
         "--set",
@@ -802,6 +1116,18 @@ fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
     from_kustomize.extend(objects(&kustomize(
         &workspace_root().join("deploy/autoscaler"),
     )));
+    // One object more: the chart still renders the autoscaler's ConfigMap
+    // from autoscaler.params, which deploy/autoscaler leaves to the
+    // autoscaler to create from the same --default-params (so a re-apply
+    // keeps the operator's tuning); its data is what the autoscaler writes.
+    let mut from_helm = from_helm;
+    let cm = from_helm
+        .remove("ConfigMap/kube-system/kube-dns-autoscaler")
+        .expect("the chart's autoscaler ConfigMap");
+    assert_eq!(
+        serde_json::to_value(&cm["data"]).expect("json"),
+        serde_json::json!({"linear": r#"{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":16,"preventSinglePointFailure":true}"#})
+    );
     assert_same_objects(&from_kustomize, &from_helm);
 
     // IPVS layout, another domain and Service address, ladder parameters
@@ -854,8 +1180,11 @@ fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
         .as_str()
         .expect("Corefile");
     assert!(template.starts_with("corp.internal:53 {\n"), "{template}");
-    assert_eq!(template.matches("bind 169.254.0.53\n").count(), 4);
-    assert!(template.contains("health 169.254.0.53:8080\n"));
+    assert_eq!(
+        c["env"][0]["value"].as_str(),
+        Some("169.254.0.53:8080"),
+        "the health address"
+    );
     assert!(!template.contains("10.96.0.10"), "{template}");
     let cm = &out["ConfigMap/dns/kube-dns-autoscaler"]["data"];
     assert_eq!(
@@ -1087,9 +1416,8 @@ fn node_local_dns_runs_one_pod_per_fake_node() {
 /// changed.
 #[test]
 fn the_readme_node_cache_overlay_names_the_pushed_image() {
-    let kubectl = rig_dir().join("bin/kubectl");
-    if !kubectl.exists() {
-        return skip("no kubectl in the rig: run `scripts/rig build`");
+    if !kubectl_built() {
+        return;
     }
     let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
     let open = "cat >my-node-cache/kustomization.yaml <<EOF\n";
@@ -1158,9 +1486,8 @@ fn dns_can(rig: &Rig, verb: &str, resource: &str) -> bool {
 #[test]
 fn nodes_for_zone_aware_are_an_opt_in_of_kustomize_and_helm() {
     let Some(helm) = helm_bin() else { return };
-    let kubectl = rig_dir().join("bin/kubectl");
-    if !kubectl.exists() {
-        return skip("no kubectl in the rig: run `scripts/rig build`");
+    if !kubectl_built() {
+        return;
     }
     let helm = Helm::new(helm);
     let example = readme_example("zone-dns");

@@ -254,6 +254,25 @@ impl Lab {
 
     /// As `start_agent`, logging to `log` (in the lab's directory).
     pub fn start_agent_as(&self, template: &str, extra: &[&str], log: &str) -> Child {
+        let localip = format!("{},{}", self.net.local, self.net.cluster);
+        let mut flags = vec!["-localip", &localip, "-upstreamsvc", "kube-dns-upstream"];
+        flags.extend_from_slice(extra);
+        let env = [("KUBE_DNS_UPSTREAM_SERVICE_HOST", self.net.upstream)];
+        self.start_agent_with(template, &flags, &env, log)
+    }
+
+    /// Starts the agent in the node namespace with the lab's files (template,
+    /// rendered Corefile, kube-dns ConfigMap, pidfile, hand-over socket,
+    /// metrics on loopback) and `flags` for the rest (`-localip`,
+    /// `-upstreamsvc`...), with `env` added to the environment (the upstream
+    /// Service's `*_SERVICE_HOST`, what the Pod's spec sets).
+    pub fn start_agent_with(
+        &self,
+        template: &str,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        log: &str,
+    ) -> Child {
         let base = self.path("base");
         std::fs::create_dir_all(&base).unwrap();
         std::fs::write(base.join("Corefile.base"), template).unwrap();
@@ -267,28 +286,26 @@ impl Lab {
         let log = std::fs::File::create(self.path(log)).unwrap();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.node, BIN, "node-cache"])
-            .arg("-localip")
-            .arg(format!("{},{}", self.net.local, self.net.cluster))
             .arg("-basecorefile")
             .arg(base.join("Corefile.base"))
             .arg("-conf")
             .arg(self.path("Corefile"))
             .arg("-kubednscm")
             .arg(&cm)
-            .args(["-upstreamsvc", "kube-dns-upstream", "-syncinterval", "1ns"])
+            .args(["-syncinterval", "1ns"])
             .args(["-metrics-listen-address", "127.0.0.1:9353"])
             .arg("-pidfile")
             .arg(self.path("node-cache.pid"))
             // The default path is the host's: every lab (and every other
             // test run on the machine) would meet there, across network
             // namespaces. The lab's own directory, unless a test says.
-            .args(if extra.contains(&"-handover-socket") {
+            .args(if flags.contains(&"-handover-socket") {
                 vec![]
             } else {
                 vec!["-handover-socket".into(), self.path("handover.sock")]
             })
-            .args(extra)
-            .env("KUBE_DNS_UPSTREAM_SERVICE_HOST", self.net.upstream)
+            .args(flags)
+            .envs(env.iter().copied())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         cmd.spawn().unwrap()
