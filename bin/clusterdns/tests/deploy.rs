@@ -11,15 +11,26 @@
 //!   KWOK, docs/rig.md): the Deployment's Pods are scheduled onto distinct
 //!   nodes (the anti-affinity), reach Running with Pod IPs, and the `kube-dns`
 //!   Service (10.96.0.10) gets an EndpointSlice listing exactly those IPs on
-//!   53/UDP, 53/TCP and 9153/TCP. First kubeadm's objects with CoreDNS's
-//!   image, then the README's in-place replacement (`kubectl set image`) and
-//!   its rollback (`rollout undo`), then `kubectl apply -k` over them, then
-//!   `helm install` into another namespace with other names.
+//!   53/UDP, 53/TCP and 9153/TCP. First kubeadm's own CoreDNS addon (the
+//!   rig's kubeadm installs it), then the README's in-place replacement
+//!   (`kubectl set image`) and its rollback (`rollout undo`), then `kubectl
+//!   apply -k` over them, then `helm install` into another namespace with
+//!   other names;
+//! - kubeadm's CoreDNS objects (`kubeadm init phase addon coredns
+//!   --print-manifest`) are deploy/cluster-dns's, Corefile included, but for
+//!   the differences deploy/README.md lists, so a new kubeadm's changes are
+//!   noticed;
+//! - `kubeadm upgrade` on a cluster whose DNS runs the clusterdns image:
+//!   kubeadm's own CoreDNS preflight checks (`kubeadm-coredns-check`) and its
+//!   `addon/coredns` phase, on the rig's API server, for each way the README's
+//!   "Replace CoreDNS in place" weighs (the image tag, `--skip-phases`,
+//!   `dns.disabled`).
 //!
 //! The fake nodes run no containers: these tests prove the objects, not the
 //! image (tests/image.rs does that). Each test starts a private rig (the shared
 //! rig's binaries, its own ports and directory), so kube-system's objects here
-//! never meet other tests'. Needs `scripts/rig build --nodes --helm`; skipped
+//! never meet other tests'. Needs `scripts/rig build --nodes --helm` (kubeadm
+//! and kubeadm-coredns-check come with the plain `scripts/rig build`); skipped
 //! with a message otherwise, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
 use std::collections::BTreeMap;
@@ -48,18 +59,21 @@ fn chart() -> PathBuf {
     workspace_root().join("deploy/helm/clusterdns")
 }
 
-/// The rig's helm (`scripts/rig build --helm`), or `None` after [`skip`].
-fn helm_bin() -> Option<PathBuf> {
-    let helm = rig_dir().join("bin/helm");
-    if helm.exists() {
-        Some(helm)
+/// The rig's binary `name` (which `build`, a `scripts/rig build` command,
+/// puts there), or `None` after [`skip`].
+fn rig_bin(name: &str, build: &str) -> Option<PathBuf> {
+    let bin = rig_dir().join("bin").join(name);
+    if bin.exists() {
+        Some(bin)
     } else {
-        skip(&format!(
-            "no {}: run `scripts/rig build --helm`",
-            helm.display()
-        ));
+        skip(&format!("no {}: run `{build}`", bin.display()));
         None
     }
+}
+
+/// The rig's helm (`scripts/rig build --helm`), or `None` after [`skip`].
+fn helm_bin() -> Option<PathBuf> {
+    rig_bin("helm", "scripts/rig build --helm")
 }
 
 /// Whether the rig's kubectl is built; else [`skip`] says so.
@@ -579,10 +593,9 @@ fn assert_served_by_pods(rig: &Rig, ns: &str, name: &str, svc: &str, replicas: u
     }
 }
 
-/// The image deploy/cluster-dns names, and the one kubeadm's CoreDNS runs
-/// (never pulled: the fake nodes run nothing).
+/// The image deploy/cluster-dns names (never pulled: the fake nodes run
+/// nothing).
 const IMAGE: &str = "localhost/clusterdns:0.1.0";
-const COREDNS_IMAGE: &str = "registry.k8s.io/coredns/coredns:v1.14.7";
 
 /// Waits until exactly `replicas` Pods with `k8s-app=kube-dns` exist in `ns`,
 /// all with `image` (the old ReplicaSet's Pods gone).
@@ -606,9 +619,492 @@ fn wait_for_image(rig: &Rig, ns: &str, image: &str, replicas: usize) {
     });
 }
 
+/// The rig's Kubernetes release, `v` and `K8S_VERSION` of
+/// scripts/rig.d/versions.env: the version of its kubeadm, and the one the
+/// upgrades below upgrade to.
+fn k8s_version() -> String {
+    let path = workspace_root().join("scripts/rig.d/versions.env");
+    let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let version = env
+        .lines()
+        .find_map(|l| l.strip_prefix("K8S_VERSION="))
+        .unwrap_or_else(|| panic!("no K8S_VERSION= in {}", path.display()));
+    format!("v{}", version.trim())
+}
+
+/// kubeadm's configuration for the rig (v1beta4): the rig's Service ranges
+/// (`RIG_SERVICE_CIDR`, docs/rig.md; kubeadm's DNS address is the tenth of
+/// the first, 10.96.0.10, deploy/cluster-dns's), kubeadm's default image
+/// repository and cluster domain, the rig's release. kubeadm wants an
+/// advertise address that is not loopback: 198.51.100.10 (TEST-NET-2) is
+/// data only, nothing connects to it. The CRI socket is given so that
+/// kubeadm does not look for a container runtime on this machine.
+fn kubeadm_config() -> String {
+    format!(
+        "apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: 198.51.100.10
+nodeRegistration:
+  criSocket: unix:///var/run/containerd/containerd.sock
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: {}
+imageRepository: registry.k8s.io
+networking:
+  serviceSubnet: 10.96.0.0/16,fd00:10:96::/112
+  dnsDomain: cluster.local
+",
+        k8s_version()
+    )
+}
+
+/// The rig's kubeadm (built by `scripts/rig build` from the same
+/// k8s.io/kubernetes module as its API server) and kubeadm-coredns-check
+/// (scripts/rig.d/kubeadm/coredns-check: kubeadm's CoreDNS upgrade preflight
+/// checks, which `kubeadm upgrade` itself runs only among checks of the host
+/// that the rig cannot pass), with [`kubeadm_config`] in a scratch directory.
+struct Kubeadm {
+    bin: PathBuf,
+    check: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+/// What `--ignore-preflight-errors` needs for a DNS image whose tag is not a
+/// CoreDNS version: kubeadm's two CoreDNS checks, nothing more.
+const COREDNS_CHECKS: &str = "CoreDNSUnsupportedPlugins,CoreDNSMigration";
+
+impl Kubeadm {
+    fn new() -> Option<Kubeadm> {
+        let bin = rig_bin("kubeadm", "scripts/rig build")?;
+        let check = rig_bin("kubeadm-coredns-check", "scripts/rig build")?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("kubeadm.yaml"), kubeadm_config()).expect("kubeadm.yaml");
+        Some(Kubeadm { bin, check, dir })
+    }
+
+    fn config(&self) -> String {
+        let config = self.dir.path().join("kubeadm.yaml");
+        config.to_str().expect("utf-8 path").to_string()
+    }
+
+    /// `program args...`: its stdout and stderr together, `Ok` if it
+    /// succeeded and `Err` if not.
+    fn output(program: &Path, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    }
+
+    /// `kubeadm args... --kubeconfig <the rig's>`.
+    fn on(&self, rig: &Rig, args: &[&str]) -> Result<String, String> {
+        let kubeconfig = rig.kubeconfig();
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")]);
+        Kubeadm::output(&self.bin, &all)
+    }
+
+    /// kubeadm's CoreDNS objects, as `kubeadm init` would create them.
+    fn print_manifest(&self) -> String {
+        let config = self.config();
+        let args = [
+            "init",
+            "phase",
+            "addon",
+            "coredns",
+            "--print-manifest",
+            "--config",
+            &config,
+        ];
+        Kubeadm::output(&self.bin, &args).unwrap_or_else(|e| panic!("kubeadm {args:?}:\n{e}"))
+    }
+
+    /// What `kubeadm init` does for the cluster DNS, on the rig: kubeadm
+    /// installs its CoreDNS addon and uploads its configuration (the
+    /// kubeadm-config ConfigMap, which `kubeadm upgrade` reads, and
+    /// kubelet-config).
+    fn init_dns(&self, rig: &Rig) {
+        let config = self.config();
+        for phase in [["addon", "coredns"], ["upload-config", "all"]] {
+            let args = ["init", "phase", phase[0], phase[1], "--config", &config];
+            self.on(rig, &args)
+                .unwrap_or_else(|e| panic!("kubeadm {args:?}:\n{e}"));
+        }
+    }
+
+    /// kubeadm's CoreDNS upgrade preflight checks on the rig's objects, with
+    /// `ignore` as `--ignore-preflight-errors`.
+    fn coredns_check(&self, rig: &Rig, ignore: &str) -> Result<String, String> {
+        let kubeconfig = rig.kubeconfig();
+        let kubeconfig = kubeconfig.to_str().expect("utf-8 path");
+        let args = [
+            "-kubeconfig",
+            kubeconfig,
+            "-ignore-preflight-errors",
+            ignore,
+        ];
+        Kubeadm::output(&self.check, &args)
+    }
+}
+
+/// The image of the rig's `kube-system/coredns` Deployment.
+fn dns_image(rig: &Rig) -> String {
+    let d = get_json(rig, &["-n", "kube-system", "deployment", "coredns"]).expect("coredns");
+    let image = &d["spec"]["template"]["spec"]["containers"][0]["image"];
+    image.as_str().expect("image").to_string()
+}
+
+/// The README's in-place replacement, with `image`.
+fn set_dns_image(rig: &Rig, image: &str) {
+    let set = format!("coredns={image}");
+    rig.kubectl(&[
+        "-n",
+        "kube-system",
+        "set",
+        "image",
+        "deployment/coredns",
+        &set,
+    ])
+    .unwrap_or_else(|e| panic!("set image {image}: {e}"));
+}
+
+/// kubeadm's objects, YAML as JSON values (kubectl's output of ours is
+/// compared with them).
+fn json_objects(yaml: &str) -> BTreeMap<String, Json> {
+    objects(yaml)
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::to_value(v).expect("YAML as JSON")))
+        .collect()
+}
+
+/// deploy/cluster-dns is kubeadm's CoreDNS addon, as the rig's kubeadm
+/// renders it, but for what deploy/README.md lists as deliberate: the
+/// image, no `endpoints` in the ClusterRole, and no `resourceVersion: "0"`
+/// on the Service (kubeadm's template carries it for kubeadm's own update
+/// of the Service during upgrades; applied, it means nothing). Each of those
+/// must still be there in kubeadm's objects, so that a kubeadm that drops
+/// one is noticed too. The Corefile is compared first, as text.
+#[test]
+fn deploy_cluster_dns_is_kubeadms_coredns_addon() {
+    let Some(kubeadm) = Kubeadm::new() else {
+        return;
+    };
+    let mut theirs = json_objects(&kubeadm.print_manifest());
+    let ours = json_objects(&kubectl_kustomize());
+    assert_eq!(
+        theirs.keys().collect::<Vec<_>>(),
+        ours.keys().collect::<Vec<_>>()
+    );
+
+    let corefile = |o: &BTreeMap<String, Json>| {
+        o["ConfigMap/kube-system/coredns"]["data"]["Corefile"]
+            .as_str()
+            .expect("Corefile")
+            .to_string()
+    };
+    assert_eq!(
+        corefile(&theirs),
+        corefile(&ours),
+        "kubeadm {}'s default Corefile is not deploy/cluster-dns/configmap.yaml's \
+         (nor the chart's values.yaml corefile): carry the new one",
+        k8s_version()
+    );
+
+    let key = "Deployment/kube-system/coredns";
+    let image =
+        &mut theirs.get_mut(key).expect(key)["spec"]["template"]["spec"]["containers"][0]["image"];
+    let kubeadms = image.as_str().unwrap_or("").to_string();
+    assert!(
+        kubeadms.starts_with("registry.k8s.io/coredns/coredns:v"),
+        "{kubeadms}"
+    );
+    *image = IMAGE.into();
+
+    let key = "ClusterRole//system:coredns";
+    let core = &mut theirs.get_mut(key).expect(key)["rules"][0];
+    assert_eq!(core["apiGroups"], serde_json::json!([""]));
+    let resources = core["resources"].as_array_mut().expect("resources");
+    let before = resources.len();
+    resources.retain(|r| r != "endpoints");
+    assert_eq!(
+        resources.len() + 1,
+        before,
+        "kubeadm grants `endpoints`: {resources:?}"
+    );
+
+    let key = "Service/kube-system/kube-dns";
+    let meta = theirs.get_mut(key).expect(key)["metadata"]
+        .as_object_mut()
+        .expect("metadata");
+    assert_eq!(meta.remove("resourceVersion"), Some("0".into()));
+
+    for (key, theirs) in &theirs {
+        assert_eq!(
+            theirs,
+            &ours[key],
+            "{key}: kubeadm's differs from deploy/cluster-dns's:\nkubeadm:\n{}\nours:\n{}",
+            serde_json::to_string_pretty(theirs).unwrap_or_default(),
+            serde_json::to_string_pretty(&ours[key]).unwrap_or_default()
+        );
+    }
+}
+
+/// What a kubeadm control-plane node has in the API and the rig has not, as
+/// `kubeadm upgrade apply` reads them: the Node of the machine it runs on
+/// (kubeadm names it from the host name when no /etc/kubernetes/kubelet.conf
+/// says otherwise), with the kubelet's hostname label (kubeadm waits for it
+/// before it patches the Node) and kubeadm's CRI socket annotation, and the
+/// kube-apiserver's mirror Pod on it (its image says that every
+/// control-plane instance is upgraded, which the addon phases wait for; its
+/// annotation is the advertise address). Data only: no fake nodes here, the
+/// Pod runs nowhere.
+fn control_plane_stand_ins(node: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Node
+metadata:
+  name: {node}
+  labels:
+    kubernetes.io/hostname: {node}
+    node-role.kubernetes.io/control-plane: \"\"
+  annotations:
+    kubeadm.alpha.kubernetes.io/cri-socket: unix:///var/run/containerd/containerd.sock
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-apiserver-{node}
+  namespace: kube-system
+  labels:
+    component: kube-apiserver
+    tier: control-plane
+  annotations:
+    kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint: 198.51.100.10:6443
+spec:
+  nodeName: {node}
+  containers:
+    - name: kube-apiserver
+      image: registry.k8s.io/kube-apiserver:{}
+",
+        k8s_version()
+    )
+}
+
+/// The top-level phases of `kubeadm upgrade apply`, as its `--help` lists
+/// them (a hidden `kubeconfig` phase aside), and those of them that change
+/// the machine kubeadm runs on (static Pod manifests, kubeconfig files, the
+/// kubelet's configuration, its flags), which the tests never run. Only
+/// `upload-config` (API objects) and `addon/coredns` run; kube-proxy's
+/// DaemonSet is privileged, which the rig's API server refuses.
+const UPGRADE_PHASES: [&str; 7] = [
+    "preflight",
+    "control-plane",
+    "upload-config",
+    "kubelet-config",
+    "bootstrap-token",
+    "addon",
+    "post-upgrade",
+];
+const NOT_ON_THE_RIG: &str = "preflight,control-plane,kubeconfig,kubelet-config,bootstrap-token,addon/kube-proxy,post-upgrade";
+
+/// The README's kubeadm upgrades, against kubeadm's own code on the rig's
+/// API server: kubeadm installs its CoreDNS addon and uploads its
+/// configuration (kubeadm-config) as `kubeadm init` does, the Deployment
+/// gets the clusterdns image as the README says, and then
+///
+/// - kubeadm's CoreDNS preflight checks (those of `kubeadm upgrade plan`
+///   and `apply`) pass with kubeadm's own image and fail with ours, whose
+///   tag is no CoreDNS version, unless their two errors are ignored;
+/// - forced past them, the upgrade fails in its `addon/coredns` phase (so
+///   the phases after it, kube-proxy's and post-upgrade, never run), the
+///   image left as it was;
+/// - with a CoreDNS version for tag the checks pass, and the phase writes
+///   kubeadm's Deployment back, CoreDNS's image and all;
+/// - `--skip-phases=addon/coredns` leaves the Deployment alone;
+/// - `dns.disabled: true` in the kubeadm-config ClusterConfiguration
+///   (kubeadm v1beta4) makes the phase skip the addon, and the
+///   configuration kubeadm uploads again during the upgrade keeps it.
+#[test]
+fn kubeadm_upgrade_keeps_clusterdns_only_past_its_coredns_phase() {
+    let Some(kubeadm) = Kubeadm::new() else {
+        return;
+    };
+    // `kubeadm upgrade` reads /etc/kubernetes (kubelet.conf names the node,
+    // and has credentials for its cluster): never on a real node.
+    if Path::new("/etc/kubernetes").exists() {
+        return skip("/etc/kubernetes exists: this machine is a Kubernetes node");
+    }
+    let help = Kubeadm::output(&kubeadm.bin, &["upgrade", "apply", "--help"]).expect("help");
+    let listed = help
+        .split("```")
+        .nth(1)
+        .expect("--help lists the phases between ``` lines");
+    let phases: Vec<&str> = listed
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        phases, UPGRADE_PHASES,
+        "a new kubeadm's phases: which may run here?"
+    );
+
+    let Some(private) = PrivateRig::start(&[]) else {
+        return;
+    };
+    let rig = private.rig();
+    kubeadm.init_dns(rig);
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("host name");
+    rig.apply_yaml(&control_plane_stand_ins(&hostname.trim().to_lowercase()))
+        .expect("the control-plane node's objects");
+    let version = k8s_version();
+    let addon_phase = [
+        "upgrade",
+        "apply",
+        "phase",
+        "addon",
+        "coredns",
+        version.as_str(),
+    ];
+    let upgrade = |skip: &str| {
+        let skip = format!("--skip-phases={skip}");
+        kubeadm.on(rig, &["upgrade", "apply", &version, "--yes", &skip])
+    };
+    let coredns = dns_image(rig);
+    let target = coredns.rsplit(':').next().expect("a tag");
+
+    // kubeadm's own image: nothing to migrate.
+    let out = kubeadm
+        .coredns_check(rig, "")
+        .expect("kubeadm's own image passes");
+    assert!(out.contains(&format!("target CoreDNS {target}")), "{out}");
+
+    // Ours: its tag is no CoreDNS version kubeadm can migrate a Corefile from.
+    set_dns_image(rig, IMAGE);
+    let err = kubeadm
+        .coredns_check(rig, "")
+        .expect_err("our tag fails the checks");
+    let tag = IMAGE.rsplit(':').next().expect("a tag");
+    for check in COREDNS_CHECKS.split(',') {
+        let says = format!("[ERROR {check}]");
+        assert!(
+            err.contains(&says) && err.contains(&format!("start version '{tag}' not supported")),
+            "{err}"
+        );
+    }
+    let out = kubeadm
+        .coredns_check(rig, COREDNS_CHECKS)
+        .expect("both ignored, the checks pass");
+    assert!(out.contains("[WARNING CoreDNSMigration]"), "{out}");
+    let err = kubeadm
+        .coredns_check(rig, "CoreDNSMigration")
+        .expect_err("one is not enough");
+    assert!(err.contains("[ERROR CoreDNSUnsupportedPlugins]"), "{err}");
+
+    // Forced: the addon phase fails the upgrade, and writes nothing.
+    let err = kubeadm
+        .on(rig, &addon_phase)
+        .expect_err("the addon phase fails");
+    assert!(
+        err.contains("error execution phase addon/coredns")
+            && err.contains(&format!("start version '{tag}' not supported")),
+        "{err}"
+    );
+    assert_eq!(dns_image(rig), IMAGE);
+
+    // An older CoreDNS version for tag passes as far back as the migration
+    // knows this Corefile's options (the README names these two).
+    set_dns_image(rig, "localhost/clusterdns:v1.12.0");
+    kubeadm.coredns_check(rig, "").expect("v1.12.0 passes");
+    set_dns_image(rig, "localhost/clusterdns:v1.6.0");
+    let err = kubeadm.coredns_check(rig, "").expect_err("v1.6.0 fails");
+    assert!(
+        err.contains("[ERROR CoreDNSUnsupportedPlugins]")
+            && err.contains(r#"Option "max_concurrent" in plugin "forward" is unsupported"#),
+        "{err}"
+    );
+
+    // Our image tagged as kubeadm's CoreDNS version passes the checks, and
+    // the phase then writes kubeadm's Deployment back over it.
+    set_dns_image(rig, &format!("localhost/clusterdns:{target}"));
+    kubeadm
+        .coredns_check(rig, "")
+        .expect("a CoreDNS version for tag passes");
+    kubeadm.on(rig, &addon_phase).expect("the addon phase");
+    assert_eq!(
+        dns_image(rig),
+        coredns,
+        "the phase put CoreDNS's image back"
+    );
+
+    // --skip-phases=addon/coredns (with upload-config, the one other phase
+    // that runs here).
+    set_dns_image(rig, IMAGE);
+    let out = upgrade(&format!("{NOT_ON_THE_RIG},addon/coredns")).expect("upgrade apply");
+    assert!(
+        out.contains("[upgrade] SUCCESS!") && out.contains("[upload-config]"),
+        "{out}"
+    );
+    assert_eq!(dns_image(rig), IMAGE);
+
+    // dns.disabled: as `kubectl -n kube-system edit configmap kubeadm-config`
+    // would set it (kubeadm writes `dns: {}` for the default).
+    let cluster_configuration = || {
+        let cm = get_json(rig, &["-n", "kube-system", "configmap", "kubeadm-config"])
+            .expect("kubeadm-config");
+        let config = &cm["data"]["ClusterConfiguration"];
+        config.as_str().expect("ClusterConfiguration").to_string()
+    };
+    let config = cluster_configuration();
+    let disabled = config.replace("\ndns: {}\n", "\ndns:\n  disabled: true\n");
+    assert_ne!(
+        disabled, config,
+        "kubeadm-config has `dns: {{}}`:\n{config}"
+    );
+    let patch = serde_json::json!({"data": {"ClusterConfiguration": disabled}}).to_string();
+    rig.kubectl(&[
+        "-n",
+        "kube-system",
+        "patch",
+        "configmap",
+        "kubeadm-config",
+        "--type=merge",
+        "-p",
+        &patch,
+    ])
+    .expect("patch kubeadm-config");
+    let out = upgrade(NOT_ON_THE_RIG).expect("upgrade apply");
+    assert!(
+        out.contains("[upgrade/addon] Skipping the addon/coredns phase. The addon is disabled."),
+        "{out}"
+    );
+    assert_eq!(dns_image(rig), IMAGE);
+    let uploaded = cluster_configuration();
+    assert!(
+        uploaded.contains("\ndns:\n  disabled: true\n"),
+        "{uploaded}"
+    );
+}
+
 #[test]
 fn applied_pods_run_on_fake_nodes_and_fill_the_endpointslice() {
     let Some(helm) = helm_bin() else { return };
+    let Some(kubeadm) = Kubeadm::new() else {
+        return;
+    };
     let Some(private) = PrivateRig::start_with_nodes(NODES, &[]) else {
         return;
     };
@@ -619,13 +1115,17 @@ fn applied_pods_run_on_fake_nodes_and_fill_the_endpointslice() {
         Some(NODES as usize)
     );
 
-    // A kubeadm cluster's DNS: the same objects with CoreDNS's image.
-    let kubeadm = kubectl_kustomize().replace(IMAGE, COREDNS_IMAGE);
-    assert_ne!(kubeadm, kubectl_kustomize());
-    rig.apply_yaml(&kubeadm).expect("kubeadm's objects");
+    // A kubeadm cluster's DNS: kubeadm installs its CoreDNS addon, as
+    // `kubeadm init` does.
+    kubeadm.init_dns(rig);
+    let coredns = dns_image(rig);
+    assert!(
+        coredns.starts_with("registry.k8s.io/coredns/coredns:"),
+        "{coredns}"
+    );
     let svc = get_json(rig, &["-n", "kube-system", "service", "kube-dns"]).expect("kube-dns");
     assert_eq!(svc["spec"]["clusterIP"], "10.96.0.10");
-    wait_for_image(rig, "kube-system", COREDNS_IMAGE, 2);
+    wait_for_image(rig, "kube-system", &coredns, 2);
     assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
 
     // The README's "Replace CoreDNS in place", and its rollback.
@@ -635,14 +1135,13 @@ fn applied_pods_run_on_fake_nodes_and_fill_the_endpointslice() {
         rig.kubectl(&all)
             .unwrap_or_else(|e| panic!("kubectl {all:?}: {e}"))
     };
-    let set = format!("coredns={IMAGE}");
-    kc(&["set", "image", "deployment/coredns", &set]);
+    set_dns_image(rig, IMAGE);
     kc(&["rollout", "status", "deployment/coredns", "--timeout=90s"]);
     wait_for_image(rig, "kube-system", IMAGE, 2);
     assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
     kc(&["rollout", "undo", "deployment/coredns"]);
     kc(&["rollout", "status", "deployment/coredns", "--timeout=90s"]);
-    wait_for_image(rig, "kube-system", COREDNS_IMAGE, 2);
+    wait_for_image(rig, "kube-system", &coredns, 2);
     assert_served_by_pods(rig, "kube-system", "coredns", "kube-dns", 2);
 
     // kustomize over kubeadm's objects, as "Install on a cluster" applies it.
