@@ -517,11 +517,14 @@ fn a_port_conflict_leaves_no_rules() {
     lab.node(
         "ip link add nodelocaldns type bridge && ip addr add 169.254.20.10/32 dev nodelocaldns",
     );
-    let squat = lab.path("squat.Corefile");
-    std::fs::write(&squat, ".:8080 {\n    bind 169.254.20.10\n    whoami\n}\n").unwrap();
+    // A plain listener, without SO_REUSEPORT (ours and CoreDNS's share a
+    // port with each other, not with this).
     let squatter = Command::new("ip")
-        .args(["netns", "exec", &lab.node, BIN, "-quiet", "-conf"])
-        .arg(&squat)
+        .args(["netns", "exec", &lab.node, "python3", "-c"])
+        .arg(
+            "import socket,time\ns=socket.socket()\ns.bind(('169.254.20.10',8080))\n\
+             s.listen()\ntime.sleep(600)",
+        )
         .stdout(Stdio::null())
         .spawn()
         .unwrap();

@@ -73,7 +73,8 @@ pub fn addr(s: &str) -> Result<SocketAddr, String> {
 /// off, which takes connections of both families; where the host has no
 /// IPv6 the IPv4 wildcard gets an IPv4 socket instead, and `[::]` fails
 /// as it does in Go. Any other address is bound as given. Non-blocking,
-/// with `SO_REUSEADDR` and Go's backlog, as Go's listeners are.
+/// with `SO_REUSEADDR` and Go's backlog, as Go's listeners are, and
+/// `SO_REUSEPORT`, as CoreDNS's (see [`exact`]).
 pub fn tcp(addr: SocketAddr) -> io::Result<TcpListener> {
     // Go reads `::ffff:a.b.c.d` as the IPv4 address it holds.
     let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
@@ -88,13 +89,18 @@ pub fn tcp(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 /// A listening TCP socket on exactly `addr`: an IPv6 one with
-/// `IPV6_V6ONLY` set to `only_v6`.
+/// `IPV6_V6ONLY` set to `only_v6`. With `SO_REUSEPORT`, as CoreDNS binds
+/// its DNS, health, ready and metrics listeners (its `reuseport.Listen`):
+/// a process of the same user that does the same, such as the
+/// node-local-dns Pod a DaemonSet update starts beside the running one,
+/// shares the port instead of failing to start.
 pub fn exact(addr: SocketAddr, only_v6: bool) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     if addr.is_ipv6() {
         s.set_only_v6(only_v6)?;
     }
     s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
     s.listen(backlog())?;
@@ -210,9 +216,21 @@ mod tests {
 
     #[test]
     fn a_port_in_use_is_an_error_not_a_fallback() {
-        let held = tcp("0.0.0.0:0".parse().unwrap()).unwrap();
+        // Held without SO_REUSEPORT (as Go's plain `net.Listen` holds it).
+        let held = TcpListener::bind("[::]:0").unwrap();
         let port = held.local_addr().unwrap().port();
         let e = tcp(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port)).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn a_port_is_shared_with_reuseport_listeners() {
+        // Another listener of ours, or CoreDNS's: both take connections.
+        let first = tcp("0.0.0.0:0".parse().unwrap()).unwrap();
+        let port = first.local_addr().unwrap().port();
+        let second = tcp(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port)).unwrap();
+        assert_eq!(second.local_addr().unwrap().port(), port);
+        let exact_too = exact(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port), false).unwrap();
+        drop((first, second, exact_too));
     }
 }
