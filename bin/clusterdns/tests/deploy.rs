@@ -1230,7 +1230,9 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
             "-upstreamsvc",
             "kube-dns-upstream",
             "-pidfile",
-            "/tmp/node-cache.pid"
+            "/tmp/node-cache.pid",
+            "-ready-listen-address",
+            ":9354"
         ])
     );
     assert_eq!(
@@ -1252,8 +1254,12 @@ fn node_local_dns_is_the_upstream_addon_with_the_clusterdns_image() {
     );
     assert!(c.get("ports").is_none());
     let ready = &c["readinessProbe"]["httpGet"];
+    // Not 9353: upstream's node-cache holds it until it stops, so a pod
+    // replacing it serves /ready here first (the node's address, as the
+    // kubelet probes a hostNetwork pod).
+    assert!(ready.get("host").is_none());
     assert_eq!(ready["path"].as_str(), Some("/ready"));
-    assert_eq!(ready["port"].as_u64(), Some(9353));
+    assert_eq!(ready["port"].as_u64(), Some(9354));
     let mounts: Vec<&str> = c["volumeMounts"]
         .as_sequence()
         .expect("mounts")
@@ -1529,7 +1535,14 @@ fn node_local_dns_runs_as_rendered_on_other_addresses() {
         }
         assert_eq!(
             flags,
-            ["-localip", localip, "-upstreamsvc", upstreamsvc],
+            [
+                "-localip",
+                localip,
+                "-upstreamsvc",
+                upstreamsvc,
+                "-ready-listen-address",
+                ":9354"
+            ],
             "{args:?}"
         );
         let mut env: Vec<(String, String)> = c["env"]
@@ -1665,8 +1678,9 @@ fn helm_node_cache_and_autoscaler_render_exactly_the_kustomize_objects() {
     let ds = &out["DaemonSet/dns/node-local-dns"];
     let c = &ds["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["args"][1].as_str(), Some("169.254.0.53"));
-    assert_eq!(c["args"][8].as_str(), Some("-interception"));
-    assert_eq!(c["args"][9].as_str(), Some("iptables"));
+    assert_eq!(c["args"][9].as_str(), Some(":9354"));
+    assert_eq!(c["args"][10].as_str(), Some("-interception"));
+    assert_eq!(c["args"][11].as_str(), Some("iptables"));
     assert_eq!(
         c["livenessProbe"]["httpGet"]["host"].as_str(),
         Some("169.254.0.53")

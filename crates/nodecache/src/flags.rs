@@ -48,6 +48,9 @@ pub struct Flags {
     /// `-ready-query` (beyond upstream): the name `/ready` asks; `None`
     /// when `""`.
     pub ready_query: Option<String>,
+    /// `-ready-listen-address` (beyond upstream): a second listener for
+    /// `/ready`; `None` when `""`.
+    pub ready_listen_address: Option<String>,
     /// `-handover-socket` (beyond upstream): where a new instance takes
     /// over the running one's sockets; `None` when `""`.
     pub handover_socket: Option<String>,
@@ -181,6 +184,12 @@ const FLAGS: &[(&str, Kind, &str, &str)] = &[
         Kind::Bool,
         "false",
         "Quiet mode (no initialization output)",
+    ),
+    (
+        "ready-listen-address",
+        Kind::Str,
+        "",
+        "address to serve GET /ready on as well, apart from -metrics-listen-address (beyond upstream; for a readiness probe upstream's node-cache cannot answer while it holds the metrics port during an update from it)",
     ),
     (
         "ready-query",
@@ -464,6 +473,8 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
         dns_port,
         pidfile,
         ready_query,
+        ready_listen_address: Some(v.get("ready-listen-address").to_string())
+            .filter(|p| !p.is_empty()),
         handover_socket: Some(v.get("handover-socket").to_string()).filter(|p| !p.is_empty()),
         quiet: v.bool("quiet"),
         plugins: v.bool("plugins"),

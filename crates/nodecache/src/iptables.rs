@@ -429,6 +429,17 @@ impl RuleSet {
         Ok(removed)
     }
 
+    /// How many of the rules are there (`-C`); errors count as absent.
+    pub async fn present(&self) -> usize {
+        let mut n = 0;
+        for r in &self.rules {
+            if let Ok(true) = self.ipt.op("-C", r).await {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Deletes every rule, every copy of it, as upstream's teardown does
     /// (without its re-adding loop). Errors are logged and counted.
     pub async fn remove(&self) -> usize {

@@ -6,6 +6,7 @@ pub mod handover;
 pub mod iptables;
 pub mod metrics;
 pub mod netif;
+pub mod peers;
 pub mod ready;
 pub mod template;
 
@@ -29,7 +30,27 @@ pub struct Agent {
     mode: Mode,
     skip_teardown: bool,
     metrics: SetupMetrics,
+    /// `-localip` and the DNS port: where another server would show.
+    ips: Vec<std::net::IpAddr>,
+    dns_port: u16,
+    /// Whether another server was on our addresses at the last look, to
+    /// log a change once (the sync runs every `-syncinterval`).
+    shared: std::sync::atomic::AtomicBool,
+    /// Crash-safe mode: whether the rules were looked at once (at start
+    /// they are a predecessor's), and since when upstream's NOTRACK rules
+    /// have been back with no other server in sight (see
+    /// [`STALE_AFTER`]).
+    looked: std::sync::atomic::AtomicBool,
+    notrack_since: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long upstream's NOTRACK rules that appear while we run, with no
+/// other process serving our addresses, are left before they are removed
+/// as a crashed instance's. They appear before anyone serves when an
+/// upstream instance starts beside us: upstream puts its rules in, then
+/// starts CoreDNS. (Found at start they are removed at once: a crashed
+/// instance's, or a predecessor's that handed over to us.)
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The interception in force.
 #[derive(Debug)]
@@ -166,7 +187,49 @@ impl Agent {
             mode,
             skip_teardown: f.skip_teardown,
             metrics,
+            ips: f.local_ips.clone(),
+            dns_port: f.dns_port,
+            shared: std::sync::atomic::AtomicBool::new(false),
+            looked: std::sync::atomic::AtomicBool::new(false),
+            notrack_since: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Another process's sockets on our addresses (upstream's node-cache
+    /// beside us during a DaemonSet update, either way), logged when that
+    /// changes: while there are any, its rules are not leftovers to
+    /// remove, and our teardown leaves it the interface and the rules it
+    /// shares with us (peers.rs).
+    pub fn other_servers(&self) -> Vec<peers::Socket> {
+        let others = peers::foreign(&self.ips, self.dns_port);
+        let now = !others.is_empty();
+        if self.shared.swap(now, std::sync::atomic::Ordering::Relaxed) != now {
+            if now {
+                let list: Vec<String> = others.iter().map(ToString::to_string).collect();
+                warning!(
+                    "",
+                    "another process serves our addresses ({}): its node-cache rules are not removed as stale, and our teardown leaves it the interface and the rules we share",
+                    list.join(", ")
+                );
+            } else {
+                info!("", "no other process serves our addresses any more");
+            }
+        }
+        others
+    }
+
+    /// Deletions of the interface or its addresses, as they happen (see
+    /// [`Netif::watch`]); `None` without `-setupinterface`, or when the
+    /// netlink socket cannot be opened (then the periodic sync alone puts
+    /// them back).
+    pub fn watch(&self) -> Option<tokio::sync::mpsc::Receiver<()>> {
+        match self.netif.as_ref()?.watch() {
+            Ok(rx) => Some(rx),
+            Err(e) => {
+                error!("", "Error watching the interface: {e}");
+                None
+            }
+        }
     }
 
     /// Whether crash-safe interception is in force.
@@ -202,6 +265,8 @@ impl Agent {
 
     /// Ensures the rules or the table (`-setupiptables`); never fatal.
     pub async fn setup_rules(&self) -> Ensured {
+        // For the log: a change of who else serves shows in either mode.
+        self.other_servers();
         match &self.mode {
             Mode::None => Ensured::default(),
             Mode::Iptables { rules, stale } => {
@@ -262,7 +327,9 @@ impl Agent {
                         }
                     }
                 }
-                if let Some(stale) = stale.as_ref().filter(|_| done.errors == 0) {
+                if let Some(stale) = stale.as_ref().filter(|_| done.errors == 0)
+                    && self.notrack_stale(stale).await
+                {
                     let n = stale.remove().await;
                     if n > 0 {
                         warning!(
@@ -272,6 +339,38 @@ impl Agent {
                     }
                 }
                 done
+            }
+        }
+    }
+
+    /// Whether upstream's NOTRACK rules, in crash-safe mode, are a gone
+    /// instance's to remove now: never while another process serves our
+    /// addresses (its rules are its own); at the first look, yes (a
+    /// crashed instance's, or a hand-over predecessor's in iptables mode,
+    /// which would defeat the table); later, only once they have been
+    /// there for [`STALE_AFTER`] with nobody else serving.
+    async fn notrack_stale(&self, stale: &RuleSet) -> bool {
+        use std::sync::atomic::Ordering;
+        let first = !self.looked.swap(true, Ordering::Relaxed);
+        let alone = self.other_servers().is_empty();
+        let present = alone && !first && stale.present().await > 0;
+        let Ok(mut since) = self.notrack_since.lock() else {
+            return false;
+        };
+        match (alone, first, present) {
+            (false, _, _) | (true, false, false) => {
+                *since = None;
+                false
+            }
+            (true, true, _) => true,
+            (true, false, true) => {
+                let t = *since.get_or_insert_with(std::time::Instant::now);
+                if t.elapsed() >= STALE_AFTER {
+                    *since = None;
+                    true
+                } else {
+                    false
+                }
             }
         }
     }
@@ -298,7 +397,9 @@ impl Agent {
         if self.skip_teardown {
             return;
         }
-        if let Mode::Iptables { rules, .. } = &self.mode {
+        if let Mode::Iptables { rules, .. } = &self.mode
+            && self.other_servers().is_empty()
+        {
             rules.remove().await;
         }
     }
@@ -311,24 +412,37 @@ impl Agent {
             info!("", "skipteardown: leaving the rules and the interface");
             return;
         }
+        // Our sockets are closed by now: any left on our addresses are
+        // another instance's, which needs the interface, and the rules we
+        // share with it (upstream's are ours to the comment), to go on.
+        let alone = self.other_servers().is_empty();
+        if !alone {
+            info!(
+                "",
+                "leaving the interface and the node-cache iptables rules to the process that serves our addresses"
+            );
+        }
         match &self.mode {
             Mode::None => {}
             Mode::Iptables { rules, .. } => {
-                rules.remove().await;
+                if alone {
+                    rules.remove().await;
+                }
             }
             Mode::CrashSafe { table, accept, .. } => {
                 // The table first, so no untracked query meets a policy
-                // that drops it.
+                // that drops it. It is ours alone: the other instance
+                // intercepts with its own rules.
                 if let Err(e) = table.remove().await {
                     self.metrics.error("iptables");
                     error!("", "Error removing the nftables table: {e}");
                 }
-                if let Some(a) = accept {
+                if let Some(a) = accept.as_ref().filter(|_| alone) {
                     a.remove().await;
                 }
             }
         }
-        if let Some(n) = &self.netif
+        if let Some(n) = self.netif.as_ref().filter(|_| alone)
             && let Err(e) = n.remove().await
         {
             error!("", "Error removing the interface: {e}");

@@ -8,9 +8,12 @@
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
+use rtnetlink::packet_core::NetlinkPayload;
+use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo, LinkMessage};
+use rtnetlink::sys::{AsyncSocket, SocketAddr};
 use rtnetlink::{Handle, LinkBridge, LinkDummy, LinkMessageBuilder};
 
 use crate::metrics::SetupMetrics;
@@ -100,6 +103,49 @@ impl Netif {
                 source,
             }),
         }
+    }
+
+    /// Tells, through the receiver, each time the link or one of our
+    /// addresses is deleted (another instance's teardown: upstream's
+    /// node-cache, stopping after ours started beside it, removes the link
+    /// by name; or an operator's `ip link del`), so the caller puts them
+    /// back at once instead of at its next sync. A burst of deletions is
+    /// one message. Kernel notifications, not polling: the netlink
+    /// multicast groups of links and of IPv4 and IPv6 addresses.
+    pub fn watch(&self) -> Result<tokio::sync::mpsc::Receiver<()>, NetifError> {
+        use rtnetlink::constants::{RTMGRP_IPV4_IFADDR, RTMGRP_IPV6_IFADDR, RTMGRP_LINK};
+        let (mut conn, _, mut messages) = rtnetlink::new_connection()?;
+        conn.socket_mut().socket_mut().bind(&SocketAddr::new(
+            0,
+            RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR,
+        ))?;
+        tokio::spawn(conn);
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let (name, ips) = (self.name.clone(), self.ips.clone());
+        tokio::spawn(async move {
+            while let Some((m, _)) = messages.next().await {
+                let NetlinkPayload::InnerMessage(m) = m.payload else {
+                    continue;
+                };
+                let ours = match m {
+                    RouteNetlinkMessage::DelLink(l) => l
+                        .attributes
+                        .iter()
+                        .any(|a| matches!(a, LinkAttribute::IfName(n) if *n == name)),
+                    RouteNetlinkMessage::DelAddress(a) => a.attributes.iter().any(
+                        |a| matches!(a, AddressAttribute::Address(ip) | AddressAttribute::Local(ip) if ips.contains(ip)),
+                    ),
+                    _ => false,
+                };
+                // Full: a message is pending already.
+                if ours
+                    && let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(())
+                {
+                    return;
+                }
+            }
+        });
+        Ok(rx)
     }
 
     /// The link's index, `None` when it does not exist.

@@ -54,6 +54,33 @@ pub async fn spawn(
     Ok((bound, dup))
 }
 
+/// As [`spawn`] once `addr` can be bound, tried every `every` in a task
+/// (the port is another process's until it exits). Not handed over to a
+/// successor, which binds its own beside it.
+pub fn spawn_when_free(
+    addr: String,
+    registry: Arc<Registry>,
+    ready: Option<Arc<ReadyProbe>>,
+    every: Duration,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match spawn(&addr, registry.clone(), ready.clone(), None).await {
+                Ok((bound, _)) => {
+                    clusterdns_observe::info!("", "metrics on http://{bound}/metrics");
+                    return;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
+                Err(e) => {
+                    clusterdns_observe::error!("", "metrics listener {addr}: {e}");
+                    return;
+                }
+            }
+        }
+    });
+}
+
 /// One request, one response, then the connection closes.
 async fn answer(
     mut conn: TcpStream,

@@ -18,7 +18,7 @@ use clusterdns_nodecache::ready::ReadyProbe;
 use clusterdns_nodecache::template::{self, DEFAULT_KUBEDNS_CM, KubeDnsConfig, TemplateError};
 use clusterdns_nodecache::{Agent, Flags, FlagsError, flags};
 use clusterdns_observe::metrics::Registry;
-use clusterdns_observe::{error, info};
+use clusterdns_observe::{error, info, warning};
 use clusterdns_server::{ConfigSource, Options};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -27,6 +27,9 @@ use crate::process::Pidfile;
 /// How often both config directories are polled (upstream's
 /// `DefaultConfigSyncPeriod` and kube-dns's `ConfigPeriod`).
 const CONFIG_POLL: Duration = Duration::from_secs(10);
+
+/// How often a metrics port held by another process is tried again.
+const METRICS_RETRY: Duration = Duration::from_secs(2);
 
 /// Runs the job for `args` (without the program or job name); `program`
 /// is the name shown in the usage.
@@ -311,7 +314,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
     let metrics_listener = match metrics_http::spawn(
         &f.metrics_listen_address,
         registry.clone(),
-        ready,
+        ready.clone(),
         metrics_fd,
     )
     .await
@@ -320,11 +323,34 @@ async fn run(f: Flags, version: String) -> ExitCode {
             info!("", "metrics on http://{addr}/metrics");
             Some((addr, fd))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            // Upstream's node-cache beside us (an update from it) holds
+            // the port without SO_REUSEPORT until it stops.
+            error!(
+                "",
+                "metrics listener {}: {e}; trying again every {}s",
+                f.metrics_listen_address,
+                METRICS_RETRY.as_secs()
+            );
+            metrics_http::spawn_when_free(
+                f.metrics_listen_address.clone(),
+                registry.clone(),
+                ready.clone(),
+                METRICS_RETRY,
+            );
+            None
+        }
         Err(e) => {
             error!("", "metrics listener {}: {e}", f.metrics_listen_address);
             None
         }
     };
+    if let Some(addr) = &f.ready_listen_address {
+        match metrics_http::spawn(addr, registry.clone(), ready.clone(), None).await {
+            Ok((addr, _)) => info!("", "/ready on http://{addr}/ready"),
+            Err(e) => error!("", "ready listener {addr}: {e}"),
+        }
+    }
     // Serving: the next instance may take over from here.
     let (successors_tx, mut successors) = tokio::sync::mpsc::unbounded_channel();
     let giving = Arc::new(AtomicBool::new(false));
@@ -362,6 +388,9 @@ async fn run(f: Flags, version: String) -> ExitCode {
     );
     sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + CONFIG_POLL, CONFIG_POLL);
+    // Another instance's teardown (upstream's, after an update from it to
+    // us) deletes the interface by name: put it back at once.
+    let mut watch = agent.watch();
     // Once torn down, the periodic sync must not put the rules back while
     // the server finishes.
     let mut stopping = false;
@@ -382,6 +411,20 @@ async fn run(f: Flags, version: String) -> ExitCode {
                     agent.sync().await;
                 }
             }
+            got = async {
+                match watch.as_mut() {
+                    Some(w) => w.recv().await,
+                    None => std::future::pending().await,
+                }
+            }, if !stopping => match got {
+                Some(()) if !giving.load(Ordering::SeqCst)
+                    && !successor.as_ref().is_some_and(|c| c.alive()) => {
+                    warning!("", "the interface or one of its addresses was deleted: putting them back");
+                    agent.sync().await;
+                }
+                Some(()) => {}
+                None => watch = None,
+            },
             _ = poll.tick() => {
                 let now = (
                     template::dir_snapshot(&base_dir),

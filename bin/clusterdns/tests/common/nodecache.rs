@@ -887,3 +887,266 @@ impl<'a> Upgrades<'a> {
         assert!(!std::path::Path::new(&self.sock).exists());
     }
 }
+
+/// A stand-in for upstream's node-cache (k8s-dns-node-cache: CoreDNS
+/// inside an agent), for moves between it and ours. The serving part is
+/// the reference CoreDNS itself (upstream's node-cache is CoreDNS and its
+/// plugins, with `SO_REUSEPORT` on every listener) with the lab template
+/// rendered as upstream renders it, answering `who.nodelocal.test` with
+/// 198.51.100.2 so a test tells who answered; the agent part is a shell
+/// doing what upstream's does, in its order: at start the interface
+/// (made if missing; a bridge, as this kernel has no dummy links), its
+/// addresses, then its twelve rules per address, each checked with `-C`
+/// and inserted with `-I` when missing; a plain listener (no
+/// `SO_REUSEPORT`, as Go's `http.ListenAndServe`) on the metrics port;
+/// at stop, once CoreDNS has exited, each rule deleted once (`-D`), then
+/// the interface by name. It does not resync while it runs (upstream
+/// does every minute), which only makes a test stricter.
+pub struct UpstreamNodeCache<'a> {
+    lab: &'a Lab,
+    coredns: Option<Child>,
+    metrics: Option<Child>,
+}
+
+/// What the stand-in answers for [`WHO`]; ours answers 198.51.100.1.
+pub const UPSTREAM_WHO: &str = "198.51.100.2";
+
+impl<'a> UpstreamNodeCache<'a> {
+    /// Upstream's rules: (table, chain, match and target) for each local
+    /// address, in upstream's order.
+    fn rules(lab: &Lab) -> Vec<(&'static str, &'static str, String)> {
+        let mut out = Vec::new();
+        let (c1, c2) = (
+            "-m comment --comment 'NodeLocal DNS Cache: skip conntrack'",
+            "-m comment --comment 'NodeLocal DNS Cache: allow DNS traffic'",
+        );
+        for l in [lab.net.local, lab.net.cluster] {
+            for p in ["udp", "tcp"] {
+                out.push((
+                    "raw",
+                    "PREROUTING",
+                    format!("-p {p} -d {l} --dport 53 -j NOTRACK {c1}"),
+                ));
+                out.push((
+                    "filter",
+                    "INPUT",
+                    format!("-p {p} -d {l} --dport 53 -j ACCEPT {c2}"),
+                ));
+                out.push((
+                    "raw",
+                    "OUTPUT",
+                    format!("-p {p} -s {l} --sport 53 -j NOTRACK {c1}"),
+                ));
+                out.push((
+                    "filter",
+                    "OUTPUT",
+                    format!("-p {p} -s {l} --sport 53 -j ACCEPT {c2}"),
+                ));
+                out.push((
+                    "raw",
+                    "OUTPUT",
+                    format!("-p {p} -d {l} --dport 53 -j NOTRACK {c1}"),
+                ));
+            }
+            out.push((
+                "raw",
+                "OUTPUT",
+                format!("-p tcp -d {l} --dport 8080 -j NOTRACK {c1}"),
+            ));
+            out.push((
+                "raw",
+                "OUTPUT",
+                format!("-p tcp -s {l} --sport 8080 -j NOTRACK {c1}"),
+            ));
+        }
+        out
+    }
+
+    /// Upstream's rules as the node's `iptables-save` lists them, sorted.
+    pub fn saved_rules(lab: &Lab) -> Vec<String> {
+        let mut r = lab.nodelocal_rules();
+        r.sort();
+        r
+    }
+
+    /// Sets up as upstream does and starts serving; returns once its
+    /// CoreDNS has bound the local addresses.
+    pub fn start(lab: &'a Lab, coredns: &std::path::Path) -> Self {
+        let Net {
+            local,
+            cluster,
+            upstream,
+            cdns,
+            ip,
+            host_bits,
+            ..
+        } = lab.net;
+        must(&format!(
+            "ip netns exec {n} sh -c 'ip link show nodelocaldns >/dev/null 2>&1 || ip link add nodelocaldns type bridge' && \
+             {ip} -n {n} addr replace {local}/{host_bits} dev nodelocaldns && \
+             {ip} -n {n} addr replace {cluster}/{host_bits} dev nodelocaldns",
+            n = lab.node
+        ));
+        for (table, chain, spec) in Self::rules(lab) {
+            must(&format!(
+                "ip netns exec {n} {ipt} -w 5 -t {table} -C {chain} {spec} 2>/dev/null || \
+                 ip netns exec {n} {ipt} -w 5 -t {table} -I {chain} 1 {spec}",
+                n = lab.node,
+                ipt = lab.ipt
+            ));
+        }
+        let cf = lab.path("upstream.Corefile");
+        let corefile = TEMPLATE
+            .replace("__PILLAR__LOCAL__DNS__", local)
+            .replace("__PILLAR__DNS__SERVER__", cluster)
+            .replace("__PILLAR__CLUSTER__DNS__", upstream)
+            .replace("__PILLAR__UPSTREAM__SERVERS__", cdns)
+            .replace("198.51.100.1", UPSTREAM_WHO);
+        std::fs::write(&cf, corefile).unwrap();
+        let log = std::fs::File::create(lab.path("upstream.log")).unwrap();
+        let coredns = Command::new("ip")
+            .args(["netns", "exec", &lab.node])
+            .arg(coredns)
+            .arg("-conf")
+            .arg(&cf)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let metrics = Command::new("ip")
+            .args(["netns", "exec", &lab.node, "python3", "-c"])
+            .arg(
+                "import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',9353))\n\
+                 s.listen()\ntime.sleep(3600)",
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let u = UpstreamNodeCache {
+            lab,
+            coredns: Some(coredns),
+            metrics: Some(metrics),
+        };
+        let pid = u.coredns.as_ref().unwrap().id();
+        let bound = if host_bits == &32 {
+            format!("{local}:53")
+        } else {
+            format!("[{local}]:53")
+        };
+        wait_for(
+            "upstream's CoreDNS to serve",
+            Duration::from_secs(20),
+            || {
+                lab.node("ss -lunp")
+                    .lines()
+                    .any(|l| l.contains(&bound) && l.contains(&format!("pid={pid},")))
+            },
+        );
+        u
+    }
+
+    /// The log of its CoreDNS.
+    pub fn log(&self) -> String {
+        self.lab.log_of("upstream.log")
+    }
+
+    /// SIGTERM: CoreDNS exits, then the rules and the interface go.
+    pub fn stop(mut self) {
+        if let Some(mut c) = self.coredns.take() {
+            signal(&c, "TERM");
+            wait_exit(&mut c, Duration::from_secs(15));
+        }
+        if let Some(mut m) = self.metrics.take() {
+            let _ = m.kill();
+            let _ = m.wait();
+        }
+        for (table, chain, spec) in Self::rules(self.lab) {
+            // Upstream logs a rule already gone and goes on.
+            let _ = self.lab.node(&format!(
+                "{} -w 5 -t {table} -D {chain} {spec}",
+                self.lab.ipt
+            ));
+        }
+        let _ = self.lab.node("ip link del nodelocaldns");
+    }
+}
+
+impl Drop for UpstreamNodeCache<'_> {
+    fn drop(&mut self) {
+        for c in [self.coredns.take(), self.metrics.take()]
+            .into_iter()
+            .flatten()
+        {
+            let mut c = c;
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What [`lookups_during`] saw.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    pub made: usize,
+    /// Lookups that got no answer, or a wrong one, after the client's
+    /// retries.
+    pub failed: Vec<String>,
+    /// dig lookups answered only after a retry (dig says so).
+    pub retried: Vec<String>,
+}
+
+/// Lookups from the pod, one after the other, while `during` runs: for
+/// each server `dig` over UDP and over TCP with its default retries, and
+/// getent (glibc, the server in the pod's `resolv.conf`), each asking
+/// `name` and expecting `want`.
+pub fn lookups_during(
+    lab: &Lab,
+    servers: &[&str],
+    name: &str,
+    want: &str,
+    during: impl FnOnce(),
+) -> Lookups {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let looker = s.spawn(|| {
+            let mut seen = Lookups::default();
+            let t0 = Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for server in servers {
+                    for tcp in [false, true] {
+                        let at = format!("@{server}");
+                        let mut a =
+                            vec!["ip", "netns", "exec", &lab.pod, "dig", "+short", &at, name];
+                        if tcp {
+                            a.push("+tcp");
+                        }
+                        let got = run(&a).1.trim().to_string();
+                        seen.made += 1;
+                        let what =
+                            format!("{:?}: dig {at} {name} tcp={tcp}: {got:?}", t0.elapsed());
+                        if got.lines().last() != Some(want) {
+                            seen.failed.push(what);
+                        } else if got != want {
+                            seen.retried.push(what);
+                        }
+                    }
+                    // resolv.conf is read per lookup: one per server.
+                    netns::write_pod_etc(&lab.pod_etc(), server, "default", "ndots:5");
+                    let got = lab.getent(name);
+                    seen.made += 1;
+                    if !got.lines().any(|l| l.starts_with(&format!("{want} "))) {
+                        seen.failed.push(format!(
+                            "{:?}: getent {name} via {server}: {got:?}",
+                            t0.elapsed()
+                        ));
+                    }
+                }
+            }
+            seen
+        });
+        during();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        looker.join().unwrap()
+    })
+}
