@@ -14,6 +14,7 @@ import datetime
 import json
 import os
 import random
+import shlex
 import signal
 import socket
 import statistics
@@ -1456,11 +1457,58 @@ def machine() -> dict:
             return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.splitlines()[0].strip()
         except (OSError, IndexError, subprocess.TimeoutExpired):
             return None
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "nproc": os.cpu_count(), "cpu_model": model, "kernel": os.uname().release,
-            "load_at_start": load_avg(),
+    return {"date": utc_now(), "nproc": os.cpu_count(), "cpu_model": model,
+            "kernel": os.uname().release, "load_at_start": load_avg(),
             "clusterdns": ver([CLUSTERDNS, "-version"]), "coredns": ver([COREDNS, "-version"]),
-            "unbound": ver([UNBOUND, "-V"]), "dnsperf": dnsperf_version()}
+            "unbound": ver([UNBOUND, "-V"]), "dnsperf": dnsperf_version(), **provenance()}
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# What a run's command needs beside its arguments to be repeated.
+RUN_ENV = ("CLUSTERDNS_BIN", "COREDNS_BIN", "CEILING_SRC", "NODECACHE_SERVERS", "NODECACHE_ATTACH",
+           "NODECACHE_ATTACH_KIND")
+
+
+def provenance() -> dict:
+    """Where the figures come from, for meta.json (scripts/bench.d/report.py heads each
+    table with it): the checkout's commit and whether it had uncommitted changes, the
+    clusterdns binary and the commit it was built from when known (the commit its
+    -version names when its build set CLUSTERDNS_COMMIT; the checkout's when scripts/bench
+    built it for this run), the command as typed (scripts/bench passes it in
+    BENCH_COMMAND, with --build, which bench.py never sees), sys.argv, and RUN_ENV."""
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    built = None
+    try:
+        out = subprocess.run([CLUSTERDNS, "-version"], capture_output=True, text=True,
+                             timeout=10).stdout.splitlines()
+        # "clusterdns-X.Y.Z" then "OS/ARCH, rustc, COMMIT" (COMMIT empty unless set at build).
+        if len(out) > 1 and "," in out[1]:
+            built = out[1].rsplit(",", 1)[1].strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if built is None and os.environ.get("BENCH_BUILT") == "1" and commit:
+        built = commit + ("+uncommitted" if status else "")
+    try:
+        mtime = datetime.datetime.fromtimestamp(os.stat(CLUSTERDNS).st_mtime, datetime.timezone.utc)
+        bin_date = mtime.strftime("%Y-%m-%d %H:%M UTC")
+    except OSError:
+        bin_date = None
+    return {"commit": commit, "uncommitted_changes": bool(status) if status is not None else None,
+            "clusterdns_bin": CLUSTERDNS, "clusterdns_bin_date": bin_date,
+            "clusterdns_commit": built,
+            "command": os.environ.get("BENCH_COMMAND") or shlex.join(["scripts/bench", *sys.argv[1:]]),
+            "argv": sys.argv, "env": {k: os.environ[k] for k in RUN_ENV if os.environ.get(k)}}
 
 
 def main() -> int:
@@ -1479,9 +1527,11 @@ def main() -> int:
     ctx = Ctx(args.quick, args.runs, args.duration, args.pods)
     ctx.autopath_rows = {r for r in args.autopath_rows.split(",") if r}
     chosen = args.scenario or ALL_SCENARIOS
+    started = time.time()
     meta = machine()
     meta["quick"] = ctx.quick
     meta["runs"] = ctx.runs
+    meta["phase_s"] = ctx.fixed_dur  # each dnsperf phase, and autopath's walk
     log(f"machine: {meta['nproc']} CPUs, {meta['cpu_model']}, kernel {meta['kernel']}, "
         f"load {meta['load_at_start']}")
     rows: list[dict] = []
@@ -1606,17 +1656,24 @@ def main() -> int:
     rows.sort(key=lambda r: (order[r["scenario"]], SERVERS.index(r["server"])))
     rats = ratios(rows)
     meta["load_at_end"] = load_avg()
-    with open(os.path.join(OUT, "report.json"), "w", encoding="utf-8") as f:
-        json.dump(rows + rats, f, indent=1)
-    with open(os.path.join(OUT, "meta.json"), "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=1)
+    meta["finished"] = utc_now()
+    # target/bench/report.json is the last run's; runs/DATE/ keeps each run for
+    # `scripts/bench --report target/bench/runs/*` (the newest row of each wins).
+    kept = os.path.join(OUT, "runs", time.strftime("%Y%m%d-%H%M%S", time.gmtime(started)))
+    os.makedirs(kept, exist_ok=True)
+    for d in (OUT, kept):
+        with open(os.path.join(d, "report.json"), "w", encoding="utf-8") as f:
+            json.dump(rows + rats, f, indent=1)
+        with open(os.path.join(d, "meta.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
     md = markdown(rows, rats)
     with open(os.path.join(OUT, "report.md"), "w", encoding="utf-8") as f:
         f.write(f"{meta['date']}, {meta['nproc']} CPUs ({meta['cpu_model']}), load at start "
                 f"{meta['load_at_start']}, at end {meta['load_at_end']}; runs {ctx.runs}"
                 f"{' (--quick)' if ctx.quick else ''}\n\n{md}\n")
     print(md)
-    log(f"wrote {os.path.join(OUT, 'report.json')} and report.md")
+    log(f"wrote {os.path.join(OUT, 'report.json')} and report.md (kept in {kept}); "
+        "scripts/bench --report puts them in BENCHMARKS.md")
     return 0
 
 

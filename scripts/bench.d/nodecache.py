@@ -295,7 +295,8 @@ def attach(kind: str, server: str, pid: int):
     context-switches,raw_syscalls:sys_enter -o /tmp/ps-{server}-{kind}.txt -p {pid}`)
     attached to the server under test for the fixed-rate phase of
     NODECACHE_ATTACH_KIND (default miss), stopped with SIGINT after it: the
-    attribution runs of BENCHMARKS.md. Its overhead skews that run's CPU."""
+    attribution runs in BENCHMARKS.md at commit b22f0be. Its overhead skews that
+    run's CPU."""
     cmd = os.environ.get("NODECACHE_ATTACH")
     if not cmd or kind != os.environ.get("NODECACHE_ATTACH_KIND", "miss"):
         return None

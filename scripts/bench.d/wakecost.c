@@ -1,6 +1,7 @@
 // What sleeping and waking cost in CPU on this machine, the floor under
-// every forwarded miss of the node-cache scenario (BENCHMARKS.md, "node-cache
-// misses: the same binary twice, and what a wake-up costs here").
+// every forwarded miss of the node-cache scenario (BENCHMARKS.md, "Notable past
+// results"; the whole run in "node-cache misses: the same binary twice, and what
+// a wake-up costs here" of BENCHMARKS.md at commit b22f0be).
 //
 //   cc -O2 -pthread -o /tmp/wakecost scripts/bench.d/wakecost.c
 //   /tmp/wakecost sleep|wake [ROUNDS]
