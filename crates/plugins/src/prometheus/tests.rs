@@ -198,7 +198,7 @@ fn server_failure_has_empty_plugin_label() {
 fn plugin_enabled_set_on_startup() {
     let mut r = run_setup(
         DEF,
-        "example.org:1053 {\n prometheus\n whoami\n log\n health\n}",
+        "example.org:1053 {\n prometheus\n whoami\n log\n health\n debug\n timeouts 5s\n}",
     )
     .unwrap();
     for h in std::mem::take(&mut r.shared.on_startup) {
@@ -211,5 +211,7 @@ fn plugin_enabled_set_on_startup() {
         );
         assert!(text.contains(&s), "missing {s} in\n{text}");
     }
-    assert!(!text.contains(r#"name="health""#), "{text}");
+    for name in ["health", "debug", "timeouts"] {
+        assert!(!text.contains(&format!(r#"name="{name}""#)), "{text}");
+    }
 }
