@@ -331,7 +331,7 @@ fn ipv6_end_to_end_in_both_modes() {
         return;
     };
     lab.start_cluster_dns();
-    let template = TEMPLATE.replace("health 169.254.20.10:8080", "health [fd00:169::10]:8080");
+    let template = template_for(&V6);
     let mut agent = lab.start_agent(&template, &["-interception", "iptables"]);
     for ip in [V6.cluster, V6.local] {
         for tcp in [false, true] {

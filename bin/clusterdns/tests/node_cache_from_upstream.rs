@@ -25,14 +25,20 @@ use lab::*;
 /// deploy/node-local-dns's `-ready-listen-address`: every address of the
 /// node, port 9354 (the kubelet probes the node's own address).
 const READY_LISTEN: &str = ":9354";
-/// Where this test probes it: one of those addresses.
-const READY: &str = "169.254.20.10:9354";
+/// Where this test probes it: one of those addresses, the link-local one.
+fn ready_url(lab: &Lab) -> String {
+    if lab.net.host_bits == 32 {
+        format!("http://{}:9354/ready", lab.net.local)
+    } else {
+        format!("http://[{}]:9354/ready", lab.net.local)
+    }
+}
 
 /// Our instance in `mode`, with its readiness probe apart from the
 /// metrics port (which upstream's holds while it runs).
 fn ours(lab: &Lab, mode: &str, log: &str) -> Running {
     Running(Some(lab.start_agent_as(
-        TEMPLATE,
+        &template_for(lab.net),
         &["-interception", mode, "-ready-listen-address", READY_LISTEN],
         log,
     )))
@@ -42,7 +48,8 @@ fn ours(lab: &Lab, mode: &str, log: &str) -> Running {
 fn wait_ready(lab: &Lab, log: &str) {
     wait_for("our /ready", Duration::from_secs(30), || {
         lab.node(&format!(
-            "curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 http://{READY}/ready"
+            "curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 {}",
+            ready_url(lab)
         ))
         .trim()
             == "200"
@@ -57,7 +64,9 @@ fn wait_ready(lab: &Lab, log: &str) {
 /// The interface holds both local addresses.
 fn interface_complete(lab: &Lab) -> bool {
     let a = lab.node("ip addr show dev nodelocaldns");
-    a.contains(&format!("{}/32", lab.net.local)) && a.contains(&format!("{}/32", lab.net.cluster))
+    let bits = lab.net.host_bits;
+    a.contains(&format!("{}/{bits}", lab.net.local))
+        && a.contains(&format!("{}/{bits}", lab.net.cluster))
 }
 
 /// Who answers `who.nodelocal.test` at the link-local address.
@@ -77,11 +86,14 @@ fn assert_no_failures(what: &str, got: Lookups, logs: String) {
     assert!(got.failed.is_empty(), "{what}: {:#?}\n{logs}", got.failed);
 }
 
-fn moves(tag: &str, mode: &str) {
+fn moves(tag: &str, net: &'static Net, mode: &str) {
     let Some(coredns) = clusterdns_test_support::reference_coredns() else {
         return;
     };
-    let Some(mut lab) = Lab::new(tag) else { return };
+    let Some(mut lab) = Lab::build(tag, net, "iptables-nft") else {
+        return;
+    };
+    let fam = if net.host_bits == 32 { "IPv4" } else { "IPv6" };
     lab.start_cluster_dns();
     let servers = [lab.net.cluster, lab.net.local];
     let upstream_rules = {
@@ -115,7 +127,11 @@ fn moves(tag: &str, mode: &str) {
         std::thread::sleep(Duration::from_secs(2));
     });
     let mut agent = agent.unwrap();
-    assert_no_failures(&format!("upstream -> ours ({mode})"), got, lab.log_of(&log));
+    assert_no_failures(
+        &format!("upstream -> ours ({mode}, {fam})"),
+        got,
+        lab.log_of(&log),
+    );
     // Ours put the interface back the moment upstream's teardown took it.
     wait_for("the interface back", Duration::from_secs(10), || {
         interface_complete(&lab)
@@ -156,7 +172,11 @@ fn moves(tag: &str, mode: &str) {
         std::thread::sleep(Duration::from_secs(2));
     });
     let back = back.unwrap();
-    assert_no_failures(&format!("ours ({mode}) -> upstream"), got, lab.log_of(&log));
+    assert_no_failures(
+        &format!("ours ({mode}, {fam}) -> upstream"),
+        got,
+        lab.log_of(&log),
+    );
     assert!(
         lab.log_of(&log).contains("leaving the interface"),
         "{}",
@@ -194,7 +214,7 @@ fn moves(tag: &str, mode: &str) {
         std::thread::sleep(Duration::from_secs(1));
     });
     assert_no_failures(
-        &format!("ours ({mode}) -> nothing (no surge), ClusterIP"),
+        &format!("ours ({mode}, {fam}) -> nothing (no surge), ClusterIP"),
         got,
         lab.log_of(&log2),
     );
@@ -205,7 +225,7 @@ fn moves(tag: &str, mode: &str) {
         std::thread::sleep(Duration::from_secs(1));
     });
     eprintln!(
-        "nothing -> upstream (its own start-up), ClusterIP: {} of {} lookups failed",
+        "nothing -> upstream (its own start-up, {fam}), ClusterIP: {} of {} lookups failed",
         got.failed.len(),
         got.made
     );
@@ -217,10 +237,22 @@ fn moves(tag: &str, mode: &str) {
 
 #[test]
 fn from_and_back_to_upstream_crash_safe() {
-    moves("u", "crashsafe");
+    moves("u", &V4, "crashsafe");
 }
 
 #[test]
 fn from_and_back_to_upstream_iptables() {
-    moves("v", "iptables");
+    moves("v", &V4, "iptables");
+}
+
+/// The same over IPv6: a ULA link address and an IPv6 ClusterIP, the
+/// rules in ip6tables, the sockets in /proc/net/{udp6,tcp6}.
+#[test]
+fn ipv6_from_and_back_to_upstream_crash_safe() {
+    moves("w", &V6, "crashsafe");
+}
+
+#[test]
+fn ipv6_from_and_back_to_upstream_iptables() {
+    moves("x", &V6, "iptables");
 }

@@ -12,16 +12,6 @@ mod lab;
 
 use lab::*;
 
-/// The template with the health listener on the lab's local address.
-fn template(net: &Net) -> String {
-    let health = if net.host_bits == 32 {
-        format!("health {}:8080", net.local)
-    } else {
-        format!("health [{}]:8080", net.local)
-    };
-    TEMPLATE.replace("health 169.254.20.10:8080", &health)
-}
-
 /// As node_cache.rs's IPv4 upgrade test, over IPv6: ten crash-safe
 /// updates over UDP, three in iptables mode (ip6tables), three crash-safe
 /// over TCP.
@@ -31,7 +21,7 @@ fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
         return;
     };
     lab.start_cluster_dns();
-    let template = template(&V6);
+    let template = template_for(&V6);
     let u = Upgrades::new(&lab, &template);
     u.series(&["crashsafe"; 11], "udp");
     u.series(&["iptables"; 4], "udp");
@@ -47,7 +37,7 @@ fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
 fn upgrade_across_interception_modes_loses_nothing_and_leaves_nothing() {
     let Some(mut lab) = Lab::new("x") else { return };
     lab.start_cluster_dns();
-    let template = template(&V4);
+    let template = template_for(&V4);
     let u = Upgrades::new(&lab, &template);
     u.series(
         &["iptables", "crashsafe", "iptables", "crashsafe", "iptables"],
@@ -63,7 +53,7 @@ fn ipv6_upgrade_across_interception_modes() {
         return;
     };
     lab.start_cluster_dns();
-    let template = template(&V6);
+    let template = template_for(&V6);
     let u = Upgrades::new(&lab, &template);
     u.series(&["iptables", "crashsafe", "iptables", "crashsafe"], "udp");
     u.series(&["crashsafe", "iptables"], "tcp");

@@ -92,6 +92,17 @@ pub fn must(cmd: &str) {
     assert!(ok, "{cmd}: {out}");
 }
 
+/// [`TEMPLATE`] with its health listener on `net`'s local address (the
+/// template names the IPv4 one; IPv6 in brackets).
+pub fn template_for(net: &Net) -> String {
+    let health = if net.host_bits == 32 {
+        format!("health {}:8080", net.local)
+    } else {
+        format!("health [{}]:8080", net.local)
+    };
+    TEMPLATE.replace("health 169.254.20.10:8080", &health)
+}
+
 pub const CDNS_COREFILE: &str = "cluster.local:53 {
     bind 10.244.1.2
     hosts {
@@ -477,9 +488,17 @@ impl Lab {
         std::path::Path::new("/etc/netns").join(&self.pod)
     }
 
-    /// `getent ahostsv4 NAME` in the pod: exit status and output.
+    /// `getent ahostsv4 NAME` in the pod: its output. In an IPv6 lab the
+    /// pod has no IPv4 address but loopback, and getaddrinfo's
+    /// `AI_ADDRCONFIG` would then ask nothing for IPv4: there `getent
+    /// hosts` (gethostbyname2, AAAA then A, no such filter) asks instead.
     pub fn getent(&self, name: &str) -> String {
-        let (_, out) = run(&["ip", "netns", "exec", &self.pod, "getent", "ahostsv4", name]);
+        let db = if self.net.host_bits == 32 {
+            "ahostsv4"
+        } else {
+            "hosts"
+        };
+        let (_, out) = run(&["ip", "netns", "exec", &self.pod, "getent", db, name]);
         out
     }
 
@@ -981,10 +1000,14 @@ impl<'a> UpstreamNodeCache<'a> {
             host_bits,
             ..
         } = lab.net;
+        // Upstream's dummy interface is NOARP, so its IPv6 addresses skip
+        // duplicate address detection; on the lab's bridge (no dummy
+        // here) that takes `nodad`.
+        let dad = if *host_bits == 128 { " nodad" } else { "" };
         must(&format!(
             "ip netns exec {n} sh -c 'ip link show nodelocaldns >/dev/null 2>&1 || ip link add nodelocaldns type bridge' && \
-             {ip} -n {n} addr replace {local}/{host_bits} dev nodelocaldns && \
-             {ip} -n {n} addr replace {cluster}/{host_bits} dev nodelocaldns",
+             {ip} -n {n} addr replace {local}/{host_bits} dev nodelocaldns{dad} && \
+             {ip} -n {n} addr replace {cluster}/{host_bits} dev nodelocaldns{dad}",
             n = lab.node
         ));
         for (table, chain, spec) in Self::rules(lab) {
@@ -996,7 +1019,7 @@ impl<'a> UpstreamNodeCache<'a> {
             ));
         }
         let cf = lab.path("upstream.Corefile");
-        let corefile = TEMPLATE
+        let corefile = template_for(lab.net)
             .replace("__PILLAR__LOCAL__DNS__", local)
             .replace("__PILLAR__DNS__SERVER__", cluster)
             .replace("__PILLAR__CLUSTER__DNS__", upstream)
