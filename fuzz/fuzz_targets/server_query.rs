@@ -1,8 +1,9 @@
 //! Feeds arbitrary packets through the server's whole synchronous pass
 //! (parse, checks, zone selection, the plugin chains, scrub) with a fixed
 //! Corefile of real plugins: kubernetes (from the plugin's test objects),
-//! file, hosts, template, rewrite, chaos, whoami, any, acl. The packet's ID
-//! picks the transport (bit 0: TCP) and the client's family (bit 1: IPv6).
+//! file, hosts, template, rewrite, chaos, whoami, any, acl, loadbalance.
+//! The packet's ID picks the transport (bit 0: TCP) and the client's
+//! family (bit 1: IPv6).
 //! Checks that:
 //! - nothing panics;
 //! - every reply parses as a message, is a response with the query's ID,
