@@ -115,7 +115,8 @@ fn crash_safe_specifics(lab: &Lab, agent: &mut Running) {
     lab.node(&format!(
         "{ipt} -w 5 -D INPUT -p udp -d 10.96.0.10 --dport 53 -j ACCEPT -m comment --comment 'NodeLocal DNS Cache: allow DNS traffic'"
     ));
-    assert_eq!(views(lab).0.len(), before.0.len() - 1);
+    // No count right after the delete: the agent's sync (every 1ns here)
+    // may have put it back already. Its log says it saw the rule gone.
     wait_for("the ACCEPT rule back", Duration::from_secs(10), || {
         views(lab) == before
     });
