@@ -9,6 +9,8 @@ use super::rules::{
 use clusterdns_corefile::Directive;
 use clusterdns_wire::{Name, Rcode, Rtype};
 
+use crate::pkg::goregexp;
+
 /// CoreDNS's limit on a regex pattern's length.
 const MAX_REGEX_LEN: usize = 10000;
 
@@ -433,40 +435,13 @@ fn cname_rule(args: &[String]) -> Result<Cname, String> {
             }
             Match::Regex(Regex::new(&from).map_err(|e| {
                 format!(
-                    "invalid cname rewrite regex pattern: {}",
-                    go_regex_error(&from, &e)
+                    "invalid cname rewrite regex pattern: error parsing regexp: {}",
+                    goregexp::describe(&from, &e)
                 )
             })?)
         }
     };
     Ok(Cname { m, to })
-}
-
-/// Go's `regexp` wording of the commonest pattern errors (the regex
-/// crate words them its own way; others keep its text).
-fn go_regex_error(pattern: &str, e: &regex::Error) -> String {
-    let text = e.to_string();
-    let go = |what: &str, frag: &str| format!("error parsing regexp: {what}: `{frag}`");
-    if text.contains("unclosed group") {
-        go("missing closing )", pattern)
-    } else if text.contains("unopened group") {
-        go("unexpected )", pattern)
-    } else if text.contains("unclosed character class") {
-        go(
-            "missing closing ]",
-            pattern
-                .get(pattern.rfind('[').unwrap_or(0)..)
-                .unwrap_or(pattern),
-        )
-    } else if text.contains("repetition operator missing expression") {
-        let op = pattern
-            .chars()
-            .find(|c| matches!(c, '*' | '+' | '?'))
-            .unwrap_or('*');
-        go("missing argument to repetition operator", &op.to_string())
-    } else {
-        text
-    }
 }
 
 /// Go's `strconv.ParseUint(s, 0, bits)`, with its error text.

@@ -9,6 +9,7 @@ use regex::Regex;
 
 use super::text::Template;
 use super::{Rr, TemplatePlugin, Tmpl};
+use crate::pkg::goregexp;
 
 /// CoreDNS refuses longer patterns (they can exhaust memory compiling).
 const MAX_REGEX_LEN: usize = 10_000;
@@ -104,12 +105,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Tmpl, ConfigError> {
                         )));
                     }
                     let r = Regex::new(re).map_err(|e| {
-                        let why = e.to_string();
-                        let why = why
-                            .lines()
-                            .last()
-                            .unwrap_or("")
-                            .trim_start_matches("error: ");
+                        let why = goregexp::describe(re, &e);
                         p.err(format!(
                             "could not parse regex: {re}, error parsing regexp: {why}"
                         ))

@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use clusterdns_plugin::Request;
 use regex::Regex;
 
+use crate::pkg::goregexp;
 use crate::pkg::nets::Nets;
 
 /// A compile error, as expr-lang words it: the message, then the
@@ -495,7 +496,7 @@ impl<'s> Parser<'s> {
                     let re = Regex::new(pattern).map_err(|e| {
                         self.err(
                             pos,
-                            &format!("error parsing regexp: {}", regex_error(&e, pattern)),
+                            &format!("error parsing regexp: {}", goregexp::describe(pattern, &e)),
                         )
                     })?;
                     (Node::Matches(Box::new(l), re, negated), Ty::Bool)
@@ -687,32 +688,6 @@ impl<'s> Parser<'s> {
             }
         }
         Ok((Node::Call(f, args), ret))
-    }
-}
-
-/// Go's regexp/syntax wording for the common mistakes; otherwise the
-/// regex crate's own description.
-fn regex_error(e: &regex::Error, pattern: &str) -> String {
-    let text = e.to_string();
-    if text.contains("unclosed character class") {
-        format!(
-            "missing closing ]: `{}`",
-            &pattern[pattern.rfind('[').unwrap_or(0)..]
-        )
-    } else if text.contains("unclosed group") {
-        format!("missing closing ): `{pattern}`")
-    } else if text.contains("repetition operator missing expression") {
-        format!(
-            "missing argument to repetition operator: `{}`",
-            pattern.chars().next().map(String::from).unwrap_or_default()
-        )
-    } else {
-        text.lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .trim_start_matches("error: ")
-            .to_owned()
     }
 }
 
