@@ -147,7 +147,7 @@ fn split_zones_port(s: &str) -> Result<(Vec<String>, Option<u16>), String> {
     if host.len() > 255 {
         return Err(format!("specified zone is too long: {} > 255", host.len()));
     }
-    if let Some((addr, prefix)) = parse_cidr(host) {
+    if let Some((addr, prefix)) = crate::cidr::parse(host) {
         if host.starts_with(':') || (host.starts_with('0') && host.contains(':')) {
             return Err(format!("invalid CIDR {host}"));
         }
@@ -157,18 +157,6 @@ fn split_zones_port(s: &str) -> Result<(Vec<String>, Option<u16>), String> {
         return Err(format!("zone is not a valid domain name: {host}"));
     }
     Ok((vec![fqdn(&host.to_lowercase())], port))
-}
-
-/// `ADDR/PREFIX`, as Go's `net.ParseCIDR` accepts it.
-fn parse_cidr(s: &str) -> Option<(IpAddr, u8)> {
-    let (addr, prefix) = s.split_once('/')?;
-    let addr: IpAddr = addr.parse().ok()?;
-    let bits = if addr.is_ipv4() { 32 } else { 128 };
-    if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let prefix: u8 = prefix.parse().ok()?;
-    (prefix <= bits).then_some((addr, prefix))
 }
 
 /// The reverse zones covering `addr/prefix` (CoreDNS `cidr.Split` + `cidr.Reverse`).

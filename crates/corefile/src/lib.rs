@@ -55,6 +55,7 @@
 //! # Ok::<(), clusterdns_corefile::ConfigError>(())
 //! ```
 
+pub mod cidr;
 pub mod duration;
 mod glob;
 mod key;

@@ -24,26 +24,10 @@ const WELL_KNOWN: ([u8; 16], u8) = (
     96,
 );
 
-/// Go's `net.ParseCIDR`, masked: the network's bytes and prefix length.
+/// Go's `net.ParseCIDR`, masked: the network and its prefix length.
 fn parse_cidr(s: &str) -> Option<(IpAddr, u8)> {
-    let (ip, len) = s.split_once('/')?;
-    let ip: IpAddr = ip.parse().ok()?;
-    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let len: u8 = len.parse().ok()?;
-    let masked = match ip {
-        IpAddr::V4(v4) if len <= 32 => {
-            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            IpAddr::from((u32::from(v4) & m).to_be_bytes())
-        }
-        IpAddr::V6(v6) if len <= 128 => {
-            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            IpAddr::from((u128::from(v6) & m).to_be_bytes())
-        }
-        _ => return None,
-    };
-    Some((masked, len))
+    let (addr, len) = clusterdns_corefile::cidr::parse(s)?;
+    Some((clusterdns_corefile::cidr::network(addr, len), len))
 }
 
 /// A prefix argument, checked as CoreDNS's `parsePrefix`.

@@ -46,17 +46,8 @@ pub(crate) struct Subnet {
 impl Subnet {
     /// Parses `ip/prefix` like Go's `net.ParseCIDR` (the error text is Go's).
     pub(crate) fn parse(s: &str) -> Result<Subnet, String> {
-        let err = || format!("invalid CIDR address: {s}");
-        let (ip, len) = s.split_once('/').ok_or_else(err)?;
-        let addr: IpAddr = ip.parse().map_err(|_| err())?;
-        if len.is_empty() || !len.bytes().all(|b| b.is_ascii_digit()) || len.len() > 3 {
-            return Err(err());
-        }
-        let prefix: u8 = len.parse().map_err(|_| err())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        if prefix > max {
-            return Err(err());
-        }
+        let (addr, prefix) = clusterdns_corefile::cidr::parse(s)
+            .ok_or_else(|| format!("invalid CIDR address: {s}"))?;
         Ok(Subnet { addr, prefix })
     }
 

@@ -23,29 +23,22 @@ impl Nets {
     /// Adds `ADDRESS/PREFIX` (host bits allowed, as Go's `net.ParseCIDR`);
     /// `false` when it is not one.
     pub fn insert_cidr(&mut self, s: &str) -> bool {
-        let Some((addr, len)) = s.split_once('/') else {
+        let Some((addr, len)) = clusterdns_corefile::cidr::parse(s) else {
             return false;
         };
-        // Go takes decimal digits only (leading zeros too, no sign).
-        if len.is_empty() || !len.bytes().all(|b| b.is_ascii_digit()) {
-            return false;
-        }
-        let len = len.parse::<u32>().unwrap_or(u32::MAX);
-        match addr.parse::<IpAddr>() {
-            Ok(IpAddr::V4(a)) if len <= 32 => {
-                let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
-                let lo = u32::from(a) & mask;
-                self.v4.push((lo, lo | !mask));
-                true
+        match clusterdns_corefile::cidr::network(addr, len) {
+            IpAddr::V4(lo) => {
+                let lo = u32::from(lo);
+                let host = u32::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+                self.v4.push((lo, lo | host));
             }
-            Ok(IpAddr::V6(a)) if len <= 128 => {
-                let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
-                let lo = u128::from(a) & mask;
-                self.v6.push((lo, lo | !mask));
-                true
+            IpAddr::V6(lo) => {
+                let lo = u128::from(lo);
+                let host = u128::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+                self.v6.push((lo, lo | host));
             }
-            _ => false,
         }
+        true
     }
 
     /// Sorts and merges the ranges; call once all are in.
