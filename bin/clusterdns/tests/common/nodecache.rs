@@ -77,20 +77,8 @@ pub struct Lab {
     pub children: Vec<Child>,
 }
 
-pub fn run(args: &[&str]) -> (bool, String) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run");
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-pub fn must(cmd: &str) {
-    let (ok, out) = run(&["sh", "-c", cmd]);
-    assert!(ok, "{cmd}: {out}");
-}
+/// The lab's commands are the netns module's.
+pub use netns::{must, run};
 
 /// [`TEMPLATE`] with its health listener on `net`'s local address (the
 /// template names the IPv4 one; IPv6 in brackets).
