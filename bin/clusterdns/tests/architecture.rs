@@ -232,8 +232,9 @@ fn plugin_modules(src: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every `crate::<other plugin>` path in `text`, a file of plugin `owner`, outside its tests
-/// (a `tests.rs`, or what follows a `#[cfg(test)]`: tests may end a chain with another
+/// Every path to another plugin in `text`, a file of plugin `owner` (`crate::<plugin>`, or
+/// enough `super::` to reach the crate root and then a plugin), outside its tests (a
+/// `tests.rs`, or the item after a `#[cfg(test)]`: tests may end a chain with another
 /// plugin), as sentences naming `file` and the line.
 fn cross_plugin_uses(
     owner: &str,
@@ -244,22 +245,71 @@ fn cross_plugin_uses(
     if file.ends_with("/tests.rs") {
         return Vec::new();
     }
+    // The file's module path below the crate root (`acl/nets.rs` is
+    // `acl::nets`, `acl/mod.rs` is `acl`), so `super::` resolves.
+    let mut module: Vec<&str> = file
+        .split_once("crates/plugins/src/")
+        .map_or(file, |(_, rel)| rel)
+        .trim_end_matches(".rs")
+        .split('/')
+        .collect();
+    if module.last() == Some(&"mod") {
+        module.pop();
+    }
     let mut out = Vec::new();
+    // A `#[cfg(test)]` item is skipped: one line if it ends there (`mod
+    // tests;`), else until its braces close.
+    let (mut skipping, mut depth) = (false, 0i32);
     for (n, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("#[cfg(test)]") {
-            break;
+        let t = line.trim_start();
+        if t.starts_with("#[cfg(test)]") {
+            skipping = true;
+            continue;
+        }
+        if skipping {
+            if t.starts_with("#[") {
+                continue;
+            }
+            depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+            if depth <= 0 && (t.ends_with(';') || t.ends_with('}')) {
+                skipping = false;
+                depth = 0;
+            }
+            continue;
         }
         let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
+        loop {
+            let (at, up) = match (rest.find("crate::"), rest.find("super::")) {
+                (None, None) => break,
+                (Some(c), Some(s)) if s < c => (s, true),
+                (Some(c), _) => (c, false),
+                (None, Some(s)) => (s, true),
+            };
+            // Each `super::` is one module up from the file's; a path
+            // reaches another plugin only from the crate root.
+            let mut level = module.len();
+            if up {
+                rest = &rest[at..];
+                while let Some(r) = rest.strip_prefix("super::") {
+                    level = level.saturating_sub(1);
+                    rest = r;
+                }
+                if level > 0 {
+                    continue;
+                }
+            } else {
+                rest = &rest[at + "crate::".len()..];
+            }
             let name: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
             if name != owner && plugins.contains(&name) {
+                let how = if up { "super::" } else { "crate::" };
                 out.push(format!(
-                    "{file}:{}: plugin {owner} uses crate::{name}, another plugin's internals \
-                     (move the shared piece to crates/plugins/src/pkg or the plugin contract)",
+                    "{file}:{}: plugin {owner} uses {how}{name} (crate::{name}), another plugin's \
+                     internals (move the shared piece to crates/plugins/src/pkg or the plugin \
+                     contract)",
                     n + 1
                 ));
             }
@@ -325,9 +375,49 @@ fn a_cross_plugin_import_is_reported() {
     let broken = cross_plugin_uses("kubernetes", "kubernetes/zone.rs", text, &plugins);
     assert_eq!(broken.len(), 1, "{broken:#?}");
     assert!(
-        broken[0].starts_with("kubernetes/zone.rs:4: plugin kubernetes uses crate::acl,"),
+        broken[0].starts_with("kubernetes/zone.rs:4: plugin kubernetes uses crate::acl "),
         "{}",
         broken[0]
     );
     assert!(cross_plugin_uses("kubernetes", "kubernetes/tests.rs", text, &plugins).is_empty());
+    // Relative paths resolve from the file's module: from
+    // `kubernetes/zone/a.rs`, `super::super::super::acl` is the acl plugin
+    // and `super::super::Index` kubernetes' own; from `kubernetes/mod.rs`
+    // `super::acl` is acl. A line after a one-line `#[cfg(test)] mod
+    // tests;` is read.
+    let relative =
+        "use super::super::Index;\n#[cfg(test)]\nmod tests;\nuse super::super::super::acl::Nets;\n";
+    let broken = cross_plugin_uses("kubernetes", "kubernetes/zone/a.rs", relative, &plugins);
+    assert_eq!(broken.len(), 1, "{broken:#?}");
+    assert!(
+        broken[0].starts_with("kubernetes/zone/a.rs:4: plugin kubernetes uses super::acl"),
+        "{}",
+        broken[0]
+    );
+    assert!(
+        cross_plugin_uses(
+            "kubernetes",
+            "kubernetes/zone.rs",
+            "use super::Index;\n",
+            &plugins
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        cross_plugin_uses(
+            "kubernetes",
+            "kubernetes/zone.rs",
+            "use super::super::acl;\n",
+            &plugins
+        )
+        .len(),
+        1
+    );
+    let broken = cross_plugin_uses(
+        "kubernetes",
+        "kubernetes/mod.rs",
+        "use super::acl::Nets;\n",
+        &plugins,
+    );
+    assert_eq!(broken.len(), 1, "{broken:#?}");
 }
