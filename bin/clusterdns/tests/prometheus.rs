@@ -208,4 +208,14 @@ fn same_names_and_labels_as_reference_coredns() {
         missing.is_empty() && extra.is_empty(),
         "missing {missing:#?}\nextra {extra:#?}"
     );
+    // The Go client's process_* families (the dashboards' memory and CPU
+    // panels): the same names, help and types.
+    let process = |text: &str| -> BTreeSet<String> {
+        text.lines()
+            .filter(|l| l.starts_with("# HELP process_") || l.starts_with("# TYPE process_"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(process(&theirs).len() >= 12, "{theirs}");
+    assert_eq!(process(&ours), process(&theirs));
 }

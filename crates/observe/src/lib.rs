@@ -11,6 +11,7 @@
 pub mod listen;
 pub mod log;
 pub mod metrics;
+pub mod process;
 
 /// Metric namespace shared by every metric, as in CoreDNS.
 pub const NAMESPACE: &str = "coredns";

@@ -256,7 +256,7 @@ impl Series for HistogramSeries {
 /// when the decimal exponent is below -4 or at least 6 (Go's shortest
 /// `%g` precision), plain otherwise (`0.00025`, `12`). Counts are written
 /// the same way, since the Go client holds them as floats.
-fn fmt_f64(v: f64) -> String {
+pub(crate) fn fmt_f64(v: f64) -> String {
     if v.is_nan() {
         return "NaN".into();
     }

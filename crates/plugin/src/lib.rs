@@ -64,4 +64,6 @@ pub use writer::{OptAt, ResponseWriter, StoreHits, Stored};
 // The metrics registry, log lines and admin listeners' sockets live in
 // clusterdns-observe, which agents that are not plugins use too; plugins
 // (and the server) keep reaching them here.
-pub use clusterdns_observe::{NAMESPACE, debug, error, info, listen, log, metrics, warning};
+pub use clusterdns_observe::{
+    NAMESPACE, debug, error, info, listen, log, metrics, process, warning,
+};

@@ -227,6 +227,11 @@ pub async fn serve(opts: Options, control: Control) -> Result<(), ServerError> {
 async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), ServerError> {
     let rt = tokio::runtime::Handle::current();
     let metrics = opts.metrics.clone().unwrap_or_default();
+    // The process_* families every Prometheus client exports (the
+    // dashboards' memory and CPU panels), read at scrape time.
+    metrics.get_or_register(clusterdns_plugin::process::NAME, || {
+        clusterdns_plugin::process::Process
+    });
     let instance = Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone())?;
     let workers = opts.udp_workers.unwrap_or_else(|| {
         std::thread::available_parallelism()

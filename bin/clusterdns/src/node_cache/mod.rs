@@ -154,6 +154,10 @@ fn read_kubedns(dir: Option<&Path>) -> Result<KubeDnsConfig, TemplateError> {
 
 async fn run(f: Flags, version: String) -> ExitCode {
     let registry = Arc::new(Registry::new());
+    // As upstream's Go client: its /metrics carries process_* too.
+    registry.get_or_register(clusterdns_observe::process::NAME, || {
+        clusterdns_observe::process::Process
+    });
     // Read once, as upstream: a changed Service IP needs a restart.
     let cluster_dns: Result<IpAddr, TemplateError> =
         template::cluster_dns_ip(&f.upstream_svc, |v| std::env::var(v).ok());
