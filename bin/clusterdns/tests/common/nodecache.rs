@@ -527,6 +527,12 @@ impl Drop for Lab {
             let _ = c.wait();
         }
         for ns in [&self.pod, &self.node, &self.cdns] {
+            // What a failed test left running there (an agent it owned as
+            // a bare Child): killed, not left in an orphaned namespace.
+            let (_, pids) = run(&["ip", "netns", "pids", ns]);
+            for pid in pids.split_whitespace() {
+                let _ = run(&["kill", "-KILL", pid]);
+            }
             let _ = run(&["ip", "netns", "del", ns]);
         }
         let _ = std::fs::remove_dir_all(self.pod_etc());
