@@ -59,7 +59,7 @@ node_snapshot() {
         if [[ -r /proc/sys/${s//.//} ]]; then echo "$s=$(sysctl -n "$s")"; fi
     done >"$d/sysctls"
     for s in /var/lib/cni /var/log/pods /var/log/containers /run/containerd /run/netns; do
-        [[ -e $s ]] && echo "$s"
+        if [[ -e $s ]]; then echo "$s"; fi
     done >"$d/paths"
 }
 
@@ -224,7 +224,7 @@ start_node() {
     rig_import "$BIN/rig-pause.oci.tar" "$BIN/rig-busybox.oci.tar" >/dev/null
     if ! is_running kubelet; then
         start_proc kubelet --config "$d/kubelet.yaml" --kubeconfig "$KUBECONFIG_FILE" \
-            --root-dir "$d/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+            --root-dir "$d/kubelet" --cert-dir "$d/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
             --v="${RIG_KUBELET_V:-1}"
     fi
     if ! is_running kube-proxy; then
@@ -244,9 +244,10 @@ rig_import() {
     for f; do
         [[ -f $f ]] || die "import: $f does not exist"
         out=$(ctr_k8s images import "$f") || die "import: ctr images import $f failed"
-        # ctr prints "unpacking REF (sha256:...)...done" per image.
-        sed -n 's/^unpacking \([^ ]*\) (.*/\1/p' <<<"$out"
-        log "import: $f into the node's containerd"
+        # The references are the archive's own (its index.json), as ctr names
+        # the images it imports.
+        tar -xOf "$f" index.json | grep -o '"org.opencontainers.image.ref.name":"[^"]*"' | cut -d'"' -f4
+        log "import: $f into the node's containerd: ${out//$'\n'/; }"
     done
 }
 
@@ -261,7 +262,7 @@ cmd_import() {
 kubepods_pids() {
     local h
     for h in /sys/fs/cgroup/*/kubepods; do
-        [[ -d $h ]] && find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null
+        if [[ -d $h ]]; then find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null || true; fi
     done | sort -u
 }
 
@@ -347,10 +348,17 @@ stop_node() {
     ip link delete "$CNI_BRIDGE" 2>/dev/null || true
     ip link delete "$NODE_BRIDGE" 2>/dev/null || true
     # 6. The Pod cgroups in every hierarchy, deepest first.
-    local h
+    # A killed process leaves its cgroup only once it has exited: retry.
+    local h i
+    for ((i = 0; i < 20; i++)); do
+        for h in /sys/fs/cgroup/*/kubepods; do
+            if [[ -d $h ]]; then find "$h" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+        done
+        compgen -G '/sys/fs/cgroup/*/kubepods' >/dev/null || break
+        sleep 0.5
+    done
     for h in /sys/fs/cgroup/*/kubepods; do
-        [[ -d $h ]] && find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
-        [[ -d $h ]] && log "node: could not remove $h"
+        if [[ -d $h ]]; then log "node: could not remove $h"; fi
     done
     # 7. Sysctls back as they were.
     local kv
@@ -374,6 +382,10 @@ stop_node() {
         fi
     done
     ((diffs)) || log "node: the machine is as before up (iptables, ip6tables, links, netns, mounts, cgroups, sysctls, paths)"
+    # Kept for a look after down (the run directory goes).
+    rm -rf "$RIG_DIR/node-down"
+    mkdir -p "$RIG_DIR/node-down"
+    cp -r "$d/before" "$d/after" "$RIG_DIR/node-down/"
 }
 
 node_status() {
