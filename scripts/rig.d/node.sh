@@ -58,7 +58,7 @@ node_snapshot() {
     for s in "${NODE_SYSCTLS[@]}"; do
         if [[ -r /proc/sys/${s//.//} ]]; then echo "$s=$(sysctl -n "$s")"; fi
     done >"$d/sysctls"
-    for s in /var/lib/cni /var/log/pods /var/log/containers /run/containerd /run/netns; do
+    for s in /var/lib/cni /var/lib/kubelet /var/log/pods /var/log/containers /run/containerd /run/netns; do
         if [[ -e $s ]]; then echo "$s"; fi
     done >"$d/paths"
 }
@@ -87,6 +87,15 @@ node_egress_drop() {
         -m comment --comment "$NODE_DROP_COMMENT" -j DROP
 }
 
+# put FILE: stdin into FILE, unless FILE already holds exactly that
+# (kube-proxy exits when its configuration file changes, so a second `up`
+# must not touch it).
+put() {
+    local t=$1.tmp.$$
+    cat >"$t"
+    if cmp -s "$t" "$1"; then rm -f "$t"; else mv "$t" "$1"; fi
+}
+
 write_node_config() {
     local d
     d=$(node_dir)
@@ -95,8 +104,8 @@ write_node_config() {
     # The Pods' (dnsPolicy: Default) and the kubelet's resolv.conf: only the
     # node's own address, where a test starts its upstream. Never the
     # machine's resolver.
-    echo "nameserver $NODE_IP" >"$d/resolv.conf"
-    cat >"$d/containerd/config.toml" <<EOF
+    echo "nameserver $NODE_IP" | put "$d/resolv.conf"
+    put "$d/containerd/config.toml" <<EOF
 version = 2
 root = "$d/containerd/root"
 state = "$d/containerd/state"
@@ -121,7 +130,7 @@ state = "$d/containerd/state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$d/cni/net.d"
 EOF
-    cat >"$d/cni/net.d/10-rig.conflist" <<EOF
+    put "$d/cni/net.d/10-rig.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "rig",
@@ -143,7 +152,7 @@ EOF
   ]
 }
 EOF
-    cat >"$d/kubelet.yaml" <<EOF
+    put "$d/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # cgroup v1 here: 1.35 refuses it unless told (KEP-5573); no systemd.
@@ -172,7 +181,7 @@ evictionHard: {memory.available: 1Mi, nodefs.available: 1%, imagefs.available: 1
 failSwapOn: false
 serializeImagePulls: false
 EOF
-    cat >"$d/kube-proxy.yaml" <<EOF
+    put "$d/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 # No IPVS in this kernel.
@@ -298,6 +307,21 @@ remove_new_chains() {
     done
 }
 
+# iptables-nft creates the built-in tables it touches (kube-proxy's cleanup
+# included); drop those that were not there at up and hold nothing now.
+remove_new_empty_tables() {
+    local fam=$1 nftfam=$2 before=$3 table
+    "$fam" -V 2>/dev/null | grep -q nf_tables || return 0
+    command -v nft >/dev/null || return 0
+    for table in filter nat mangle raw security; do
+        if grep -qx -- "\*$table" "$before"; then continue; fi
+        nft list table "$nftfam" "$table" >/dev/null 2>&1 || continue
+        # A rule, or a chain of someone's own (policy "-"): leave it.
+        if "$fam-save" -t "$table" 2>/dev/null | grep -qE '^(-A |:[^ ]+ - )'; then continue; fi
+        nft delete table "$nftfam" "$table" 2>/dev/null || true
+    done
+}
+
 stop_node() {
     local d
     d=$(node_dir)
@@ -330,6 +354,8 @@ stop_node() {
     remove_new_chains iptables "$d/before/iptables"
     remove_new_chains ip6tables "$d/before/ip6tables"
     while node_egress_drop -D 2>/dev/null; do :; done
+    remove_new_empty_tables iptables ip "$d/before/iptables"
+    remove_new_empty_tables ip6tables ip6 "$d/before/ip6tables"
     # 4. Mounts under the rig's node directory (kubelet volumes, containerd's
     # rootfs and shm), deepest first, then the Pods' network namespaces.
     local m
@@ -368,7 +394,7 @@ stop_node() {
     done <"$d/before/sysctls"
     # 8. Paths the node created outside the rig's directory (the kubelet's
     # /var/log/containers symlinks, libcni's cache, containerd's shim sockets).
-    for p in /var/lib/cni /var/log/pods /var/log/containers /run/containerd; do
+    for p in /var/lib/cni /var/lib/kubelet /var/log/pods /var/log/containers /run/containerd; do
         if [[ -e $p ]] && ! grep -qx -- "$p" "$d/before/paths"; then rm -rf "$p"; fi
     done
     rm -f "$BIN/containerd"

@@ -40,7 +40,7 @@ rig_defaults() {
     if ((NODES > 0 || NODE)); then controllers+=,deployment-controller,replicaset-controller,daemonset-controller,node-lifecycle-controller; fi
     # Real Pods mount their service account token with the cluster's CA,
     # from the kube-root-ca.crt ConfigMap this controller publishes.
-    if ((NODE)); then controllers+=,root-ca-certificate-publisher-controller,podgc-controller; fi
+    if ((NODE)); then controllers+=,root-ca-certificate-publisher-controller,pod-garbage-collector-controller; fi
     KCM_CONTROLLERS=${RIG_KCM_CONTROLLERS:-$controllers}
 }
 
