@@ -281,7 +281,17 @@ shim_pids() {
     local sock p
     sock=$(containerd_sock)
     for p in /proc/[0-9]*; do
-        if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $sock "; then echo "${p#/proc/}"; fi
+        if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "-address $sock "; then echo "${p#/proc/}"; fi
+    done
+}
+
+# new_netns BEFORE: the Pods' network namespaces (containerd names them
+# cni-UUID) not listed in BEFORE. Other namespaces are other programs' (tests
+# make their own): never touched.
+new_netns() {
+    local ns
+    for ns in $(ip netns list 2>/dev/null | cut -d' ' -f1); do
+        if [[ $ns == cni-* ]] && ! grep -qx -- "$ns" "$1"; then echo "$ns"; fi
     done
 }
 
@@ -328,15 +338,25 @@ stop_node() {
     [[ -d $d ]] || return 0
     # 1. Pods: delete them through the API (the controller-manager is already
     # stopped, so nothing recreates them) and let the kubelet tear them down
-    # (CNI DEL, netns, mounts), as a drained node does.
+    # (CNI DEL, netns, mounts), as a drained node does. Gracefully, with 1 s
+    # of grace: a Pod deleted by force (the API object gone at once) was
+    # seen to outlive a 30 s wait on the kubelet.
     if is_running kubelet && is_running kube-apiserver; then
         kc delete pods --all-namespaces --all --field-selector "spec.nodeName=$NODE_NAME" \
-            --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+            --grace-period=1 --wait=false >/dev/null 2>&1 || true
+        # Done when no process is left in the Pod cgroups and every Pod's
+        # network namespace is gone (the sandbox torn down, CNI DEL run).
+        # containerd keeps exited tasks listed, so those are not waited for.
         local i
-        for ((i = 0; i < 120; i++)); do
-            [[ -z $(ctr_k8s tasks ls -q 2>/dev/null) && -z $(kubepods_pids) ]] && break
+        for ((i = 0; i < 60; i++)); do
+            [[ -z $(kubepods_pids) && -z $(new_netns "$d/before/netns") ]] && break
             sleep 0.5
         done
+        if ((i == 60)); then
+            local left
+            left=$(kubepods_pids | tr '\n' ',')
+            log "node: after 30 s, still in the Pod cgroups: $( [[ -z $left ]] || ps -o pid=,args= -p "${left%,}" | tr -s ' \n' ' ')netns: $(new_netns "$d/before/netns" | tr '\n' ' ')(killed and removed below)"
+        fi
     fi
     stop_proc kube-proxy 5
     stop_proc kubelet 10
@@ -363,9 +383,7 @@ stop_node() {
         umount -l "$m" 2>/dev/null || true
     done
     local ns
-    for ns in $(ip netns list 2>/dev/null | cut -d' ' -f1); do
-        grep -qx -- "$ns" "$d/before/netns" || ip netns delete "$ns" 2>/dev/null || true
-    done
+    for ns in $(new_netns "$d/before/netns"); do ip netns delete "$ns" 2>/dev/null || true; done
     # 5. Links: the Pods' veths on the CNI bridge, both bridges.
     local l
     for l in $(ip -o link show master "$CNI_BRIDGE" 2>/dev/null | sed 's/^[0-9]*: //; s/[@:].*//'); do

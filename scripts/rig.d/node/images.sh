@@ -15,13 +15,13 @@ work=${2:?images.sh OUT WORK}
 mkdir -p "$out" "$work"
 store=(--root "$work/storage" --runroot "$work/run" --storage-driver vfs)
 
-# image NAME TAG ROOTFS ENTRYPOINT: a one-layer image from a staged root fs.
+# image NAME TAG ROOTFS ENTRYPOINT CMD: a one-layer image from a staged root fs.
 image() {
-    local name=$1 tag=$2 rootfs=$3 entrypoint=$4 ctr
+    local name=$1 tag=$2 rootfs=$3 entrypoint=$4 cmd=$5 ctr
     ctr=$(buildah "${store[@]}" from --format oci scratch)
     tar --numeric-owner --owner=0 --group=0 -C "$rootfs" -cf "$work/$name.tar" .
     buildah "${store[@]}" add "$ctr" "$work/$name.tar" / >/dev/null
-    buildah "${store[@]}" config --entrypoint "$entrypoint" --cmd '' --workingdir / \
+    buildah "${store[@]}" config --entrypoint "$entrypoint" --cmd "$cmd" --env PATH=/bin --workingdir / \
         --os linux --arch amd64 --created-by "scripts/rig.d/node/images.sh" "$ctr"
     rm -f "$out/$name.oci.tar"
     buildah "${store[@]}" commit --format oci --rm "$ctr" "oci-archive:$out/$name.oci.tar:$tag" >/dev/null
@@ -44,7 +44,7 @@ int main(void) {
 }
 C
 gcc -static -O2 -s -o "$work/pause/rootfs/pause" "$work/pause/pause.c"
-image pause localhost/rig-pause:1 "$work/pause/rootfs" '["/pause"]'
+image pause localhost/rig-pause:1 "$work/pause/rootfs" '["/pause"]' ''
 
 # busybox: the client Pods' tools. Its nslookup reads the resolv.conf the
 # kubelet writes (search path, ndots), as an application's resolver does.
@@ -58,5 +58,7 @@ done
 chmod 1777 "$work/busybox/rootfs/tmp"
 echo "root:x:0:0:root:/:/bin/sh" >"$work/busybox/rootfs/etc/passwd"
 echo "root:x:0:" >"$work/busybox/rootfs/etc/group"
-image busybox localhost/rig-busybox:1 "$work/busybox/rootfs" '["/bin/sh"]'
+# No entrypoint, a shell as the command, PATH /bin: as Docker's busybox, so
+# that `kubectl run ... -- nslookup NAME` runs nslookup.
+image busybox localhost/rig-busybox:1 "$work/busybox/rootfs" '[]' '["/bin/sh"]'
 rm -rf "$work"
