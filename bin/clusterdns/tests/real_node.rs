@@ -372,6 +372,9 @@ fn web_service(rig: &Rig, ns: &str, busybox: &str) -> String {
                 "kind": "Pod",
                 "metadata": {"name": "web", "namespace": ns, "labels": {"app": "web"}},
                 "spec": {
+                    // httpd as PID 1 ignores SIGTERM: without this the Pod
+                    // outlives the test by the default 30 s grace.
+                    "terminationGracePeriodSeconds": 1,
                     "containers": [{
                         "name": "web",
                         "image": busybox,
