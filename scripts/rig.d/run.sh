@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # Sourced by scripts/rig: up / down / status / apiserver-stop / apiserver-start /
-# etcd-compact. Everything listens on loopback only.
+# etcd-compact. Everything listens on loopback only, except with the real node
+# (`up --node`, rig.d/node.sh): then the API server and the kubelet listen on
+# the node's bridge address, where Pods reach them.
 
 # Settings for a new `up`. Once the rig is up they are saved in $RUN/rig.env and
 # every later command uses the saved values.
@@ -10,8 +12,20 @@ rig_defaults() {
     APISERVER_PORT=${RIG_APISERVER_PORT:-16443}
     KCM_PORT=${RIG_KCM_PORT:-16444}
     ADMIN_TOKEN=${RIG_ADMIN_TOKEN:-clusterdns-rig-admin}
-    SERVICE_CIDR=${RIG_SERVICE_CIDR:-10.96.0.0/16,fd00:10:96::/112}
-    ADVERTISE_ADDRESS=${RIG_ADVERTISE_ADDRESS:-127.0.0.1}
+    # The real node (`up --node`): its address on a bridge of the rig's.
+    NODE=${RIG_NODE:-0}
+    NODE_IP=${RIG_NODE_IP:-10.250.0.1}
+    if ((NODE)); then
+        # kubeadm's default range, single-stack: the node's Pods are IPv4 only,
+        # and deploy/'s kube-dns Service is 10.96.0.10.
+        SERVICE_CIDR=${RIG_SERVICE_CIDR:-10.96.0.0/12}
+        # The `kubernetes` Service gets a real endpoint, the node's address,
+        # which Pods (an in-cluster DNS) reach through kube-proxy.
+        ADVERTISE_ADDRESS=${RIG_ADVERTISE_ADDRESS:-$NODE_IP}
+    else
+        SERVICE_CIDR=${RIG_SERVICE_CIDR:-10.96.0.0/16,fd00:10:96::/112}
+        ADVERTISE_ADDRESS=${RIG_ADVERTISE_ADDRESS:-127.0.0.1}
+    fi
     WATCH_CACHE=${RIG_WATCH_CACHE:-true}
     AUTHZ=${RIG_AUTHZ:-RBAC}
     KCM=${RIG_KCM:-auto}
@@ -23,11 +37,14 @@ rig_defaults() {
     # With nodes, Deployments, ReplicaSets and DaemonSets must turn into Pods,
     # and node-lifecycle takes the not-ready taint (added at registration)
     # off Ready nodes, and puts it back on nodes whose Lease stops.
-    if ((NODES > 0)); then controllers+=,deployment-controller,replicaset-controller,daemonset-controller,node-lifecycle-controller; fi
+    if ((NODES > 0 || NODE)); then controllers+=,deployment-controller,replicaset-controller,daemonset-controller,node-lifecycle-controller; fi
+    # Real Pods mount their service account token with the cluster's CA,
+    # from the kube-root-ca.crt ConfigMap this controller publishes.
+    if ((NODE)); then controllers+=,root-ca-certificate-publisher-controller,pod-garbage-collector-controller; fi
     KCM_CONTROLLERS=${RIG_KCM_CONTROLLERS:-$controllers}
 }
 
-RIG_SAVED_VARS=(ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT SCHEDULER_PORT KWOK_PORT NODES ADMIN_TOKEN SERVICE_CIDR ADVERTISE_ADDRESS WATCH_CACHE AUTHZ KCM KCM_CONTROLLERS)
+RIG_SAVED_VARS=(ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT SCHEDULER_PORT KWOK_PORT NODES NODE NODE_IP ADMIN_TOKEN SERVICE_CIDR ADVERTISE_ADDRESS WATCH_CACHE AUTHZ KCM KCM_CONTROLLERS)
 
 load_settings() {
     rig_defaults
@@ -35,6 +52,10 @@ load_settings() {
         # shellcheck source=/dev/null
         source "$RUN/rig.env"
     fi
+    # Where the API server listens: loopback, or with the real node the
+    # node's address (Pods must reach it; the machine reaches it there too).
+    API_HOST=127.0.0.1
+    if ((NODE)); then API_HOST=$NODE_IP; fi
 }
 
 save_settings() {
@@ -59,7 +80,8 @@ is_running() {
     [[ $(basename "${exe% (deleted)}") == "$name" ]]
 }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# port_in_use PORT [HOST]: something accepts TCP there (default 127.0.0.1).
+port_in_use() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
 
 # start_proc NAME ARGS...: start $BIN/NAME detached (own session), log and pid under $RUN.
 start_proc() {
@@ -143,8 +165,10 @@ gen_certs() {
         local range=${SERVICE_CIDR%%,*}
         range=${range%/*}
         local service_ip=${range%.*}.$((${range##*.} + 1))
+        local node_san=
+        if ((NODE)); then node_san=IP:$NODE_IP,; fi
         printf '%s\n' \
-            "subjectAltName=IP:127.0.0.1,IP:::1,IP:$service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+            "subjectAltName=${node_san}IP:127.0.0.1,IP:::1,IP:$service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
             "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
             "extendedKeyUsage=serverAuth" >apiserver.ext
         openssl req -new -key apiserver.key -subj "/CN=kube-apiserver" 2>/dev/null |
@@ -165,7 +189,7 @@ kind: Config
 clusters:
 - name: clusterdns-rig
   cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
+    server: https://$API_HOST:$APISERVER_PORT
     certificate-authority-data: $(base64 -w0 <"$RUN/certs/ca.crt")
 users:
 - name: admin
@@ -200,7 +224,7 @@ start_etcd() {
 
 api_ready() {
     curl -fsS --cacert "$RUN/certs/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
-        "https://127.0.0.1:$APISERVER_PORT/readyz"
+        "https://$API_HOST:$APISERVER_PORT/readyz"
 }
 
 # The apiserver publishes its advertise address in the default/kubernetes
@@ -217,11 +241,20 @@ endpoint_reconciler() {
 
 start_apiserver() {
     is_running kube-apiserver && return 0
-    port_in_use "$APISERVER_PORT" && die "port $APISERVER_PORT is taken by something else (set RIG_APISERVER_PORT)"
+    port_in_use "$APISERVER_PORT" "$API_HOST" && die "port $APISERVER_PORT is taken by something else (set RIG_APISERVER_PORT)"
     local c=$RUN/certs
+    # The plain rig creates Pods right after their namespace, before the
+    # service account controller made its `default` account; real Pods (the
+    # node's) need their account's token, so the real node keeps the plugin.
+    local admission=(--disable-admission-plugins=ServiceAccount)
+    if ((NODE)); then admission=(); fi
+    # --kubelet-preferred-address-types=InternalIP: for logs, exec and
+    # port-forward the API server dials the node's address, never its name
+    # (which it would look up through the machine's resolver).
     start_proc kube-apiserver \
         --etcd-servers="$(etcd_url)" \
-        --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+        --bind-address="$API_HOST" --secure-port="$APISERVER_PORT" \
+        --kubelet-preferred-address-types=InternalIP \
         --advertise-address="$ADVERTISE_ADDRESS" \
         --endpoint-reconciler-type="$(endpoint_reconciler)" \
         --tls-cert-file="$c/apiserver.crt" --tls-private-key-file="$c/apiserver.key" \
@@ -232,7 +265,7 @@ start_apiserver() {
         --service-account-signing-key-file="$c/sa.key" \
         --service-account-issuer=https://kubernetes.default.svc.cluster.local \
         --service-cluster-ip-range="$SERVICE_CIDR" \
-        --disable-admission-plugins=ServiceAccount \
+        "${admission[@]}" \
         --watch-cache="$WATCH_CACHE" \
         --profiling=false \
         --v="${RIG_APISERVER_V:-1}"
@@ -373,7 +406,7 @@ cmd_nodes() {
 }
 
 cmd_up() {
-    local want_nodes=
+    local want_nodes= want_node=0
     while (($#)); do
         case $1 in
             --nodes)
@@ -381,27 +414,38 @@ cmd_up() {
                 [[ $want_nodes =~ ^[0-9]+$ ]] && ((want_nodes > 0)) || die "up: --nodes wants a node count > 0"
                 shift 2
                 ;;
-            *) die "up: unknown option '$1' (known: --nodes N)" ;;
+            --node)
+                want_node=1
+                shift
+                ;;
+            *) die "up: unknown option '$1' (known: --nodes N, --node)" ;;
         esac
     done
     need_bins
     mkdir -p "$RUN"
     if [[ -n $want_nodes && ! -f $RUN/rig.env ]]; then RIG_NODES=$want_nodes; fi
+    if ((want_node)) && [[ ! -f $RUN/rig.env ]]; then RIG_NODE=1; fi
     load_settings
+    if ((want_node)); then
+        need_node_real_bins
+        ((NODE)) || die "the rig is up without the real node: scripts/rig down, then scripts/rig up --node"
+    fi
     if [[ -n $want_nodes ]]; then
         need_node_bins
         ((NODES > 0)) || die "the rig is up without nodes: scripts/rig down, then scripts/rig up --nodes $want_nodes"
     fi
     if is_running etcd && is_running kube-apiserver && { ! kcm_wanted || is_running kube-controller-manager; } &&
         { ((NODES == 0)) || { is_running kube-scheduler && is_running kwok; }; } &&
+        { ((NODE == 0)) || { is_running kube-scheduler && is_running containerd && is_running kubelet && is_running kube-proxy; }; } &&
         [[ -f $KUBECONFIG_FILE ]] && kc get ns >/dev/null 2>&1; then
         if [[ -n $want_nodes && $want_nodes != "$NODES" ]]; then cmd_nodes "$want_nodes"; fi
-        log "already up: https://127.0.0.1:$APISERVER_PORT, kubeconfig $KUBECONFIG_FILE"
+        log "already up: https://$API_HOST:$APISERVER_PORT, kubeconfig $KUBECONFIG_FILE"
         return 0
     fi
     local start
     start=$(date +%s)
     save_settings
+    if ((NODE)); then node_prepare; fi
     gen_certs
     write_kubeconfig
     start_etcd
@@ -411,13 +455,15 @@ cmd_up() {
     wait_for "namespace default and Service default/kubernetes" 60 kube-apiserver \
         kc get -n default service/kubernetes
     kc get ns >/dev/null || die "kubectl get ns failed"
+    # The real node's Deployments need the scheduler too.
+    if ((NODES > 0 || NODE)); then start_scheduler; fi
+    if ((NODE)); then start_node; fi
     if ((NODES > 0)); then
         need_node_bins
-        start_scheduler
         start_kwok
         cmd_nodes "$NODES"
     fi
-    log "up in $(($(date +%s) - start))s: https://127.0.0.1:$APISERVER_PORT, kubeconfig $KUBECONFIG_FILE"
+    log "up in $(($(date +%s) - start))s: https://$API_HOST:$APISERVER_PORT, kubeconfig $KUBECONFIG_FILE"
 }
 
 cmd_down() {
@@ -425,6 +471,9 @@ cmd_down() {
     stop_proc kwok 5
     stop_proc kube-scheduler 5
     stop_proc kube-controller-manager 5
+    # The node while the API server still answers (its Pods are deleted
+    # through it); after the controller-manager, so nothing recreates them.
+    stop_node
     stop_proc kube-apiserver 3
     stop_proc etcd 10
     rm -rf "$RUN" "$KUBECONFIG_FILE"
@@ -482,8 +531,9 @@ cmd_status() {
         printf '%-24s %s\n' "$n" "$st"
     done
     echo "etcd:       $(etcd_url)"
-    echo "apiserver:  https://127.0.0.1:$APISERVER_PORT"
+    echo "apiserver:  https://$API_HOST:$APISERVER_PORT"
     echo "nodes:      $NODES fake$( ((NODES > 0)) && echo " (kube-scheduler :$SCHEDULER_PORT, kwok :$KWOK_PORT)")"
+    if ((NODE)); then node_status; fi
     if [[ -f $KUBECONFIG_FILE ]] && kc get ns >/dev/null 2>&1; then
         echo "api:        answering (kubectl get ns works)"
     else
@@ -491,6 +541,9 @@ cmd_status() {
         return 1
     fi
 }
+
+# shellcheck source=scripts/rig.d/node.sh
+source "$RIG_D/node.sh"
 
 cmd_env() {
     echo "export KUBECONFIG=$KUBECONFIG_FILE"

@@ -9,6 +9,9 @@
 //!   every [`Difference`].
 //! - [`Table`]: objects + Corefile + [`Case`]s, each agreeing or marked as an
 //!   intended difference.
+//! - [`RealNode`]: the rig's real node (`scripts/rig up --node`): its
+//!   address, image import, container pids; [`node_or_skip!`] skips a test
+//!   without it, unless `CLUSTERDNS_REQUIRE_NODE=1`.
 //!
 //! ```no_run
 //! use clusterdns_test_support::{Case, Query, Table, rig_or_skip};
@@ -24,6 +27,7 @@
 
 mod diff;
 mod dns;
+mod node;
 mod ops;
 mod private_rig;
 mod process;
@@ -39,6 +43,7 @@ pub use dns::{
     Flags, Outcome, Query, QueryEdns, Response, ResponseEdns, Rr, Transport, exchange,
     exchange_from, exchange_tcp, exchange_udp, exchange_udp_from, rcode_name,
 };
+pub use node::{NODE_NAME, REQUIRE_NODE_ENV, RealNode, node_required};
 pub use ops::{
     HttpResponse, LogLine, RunOutput, SeriesKey, block_setup_errors_differ, compare_log_lines,
     compare_metrics, http_request, log_lines, metric_samples, process_lines, reference_coredns,

@@ -327,7 +327,7 @@ impl Drop for TestNamespace {
     }
 }
 
-fn check(what: &str, args: &[&str], out: &Output) -> io::Result<String> {
+pub(crate) fn check(what: &str, args: &[&str], out: &Output) -> io::Result<String> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
