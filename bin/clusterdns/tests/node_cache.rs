@@ -10,7 +10,7 @@
 #[path = "common/nodecache.rs"]
 mod lab;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lab::*;
@@ -527,15 +527,7 @@ fn a_port_conflict_leaves_no_rules() {
     );
     // A plain listener, without SO_REUSEPORT (ours and CoreDNS's share a
     // port with each other, not with this).
-    let squatter = Command::new("ip")
-        .args(["netns", "exec", &lab.node, "python3", "-c"])
-        .arg(
-            "import socket,time\ns=socket.socket()\ns.bind(('169.254.20.10',8080))\n\
-             s.listen()\ntime.sleep(600)",
-        )
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let squatter = lab.plain_listener("169.254.20.10", 8080);
     lab.children.push(squatter);
     let start = Instant::now();
     while !lab.node("ss -ltn").contains("169.254.20.10:8080") {

@@ -265,8 +265,9 @@ impl Agent {
 
     /// Ensures the rules or the table (`-setupiptables`); never fatal.
     pub async fn setup_rules(&self) -> Ensured {
-        // For the log: a change of who else serves shows in either mode.
-        self.other_servers();
+        // Looked at once a pass: logs a change in either mode, and tells
+        // crash-safe mode whether upstream's rules are someone's.
+        let alone = self.other_servers().is_empty();
         match &self.mode {
             Mode::None => Ensured::default(),
             Mode::Iptables { rules, stale } => {
@@ -328,7 +329,7 @@ impl Agent {
                     }
                 }
                 if let Some(stale) = stale.as_ref().filter(|_| done.errors == 0)
-                    && self.notrack_stale(stale).await
+                    && self.notrack_stale(stale, alone).await
                 {
                     let n = stale.remove().await;
                     if n > 0 {
@@ -349,30 +350,25 @@ impl Agent {
     /// crashed instance's, or a hand-over predecessor's in iptables mode,
     /// which would defeat the table); later, only once they have been
     /// there for [`STALE_AFTER`] with nobody else serving.
-    async fn notrack_stale(&self, stale: &RuleSet) -> bool {
-        use std::sync::atomic::Ordering;
-        let first = !self.looked.swap(true, Ordering::Relaxed);
-        let alone = self.other_servers().is_empty();
-        let present = alone && !first && stale.present().await > 0;
+    async fn notrack_stale(&self, stale: &RuleSet, alone: bool) -> bool {
+        let first = !self.looked.swap(true, std::sync::atomic::Ordering::Relaxed);
+        let gone = !first && alone && stale.present().await == 0;
         let Ok(mut since) = self.notrack_since.lock() else {
             return false;
         };
-        match (alone, first, present) {
-            (false, _, _) | (true, false, false) => {
-                *since = None;
-                false
-            }
-            (true, true, _) => true,
-            (true, false, true) => {
-                let t = *since.get_or_insert_with(std::time::Instant::now);
-                if t.elapsed() >= STALE_AFTER {
-                    *since = None;
-                    true
-                } else {
-                    false
-                }
-            }
+        if !alone || gone {
+            *since = None;
+            return false;
         }
+        if first {
+            return true;
+        }
+        let t = *since.get_or_insert_with(std::time::Instant::now);
+        let due = t.elapsed() >= STALE_AFTER;
+        if due {
+            *since = None;
+        }
+        due
     }
 
     /// One periodic pass: interface, then rules (upstream's

@@ -91,6 +91,20 @@ async fn stopped_early(agent: &Agent, handed: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Whether the interception is ours to keep: no hand-over under way and
+/// no successor alive on our sockets (one that connected since the last
+/// look counts).
+fn in_charge(
+    giving: &AtomicBool,
+    successor: &mut Option<clusterdns_nodecache::handover::Conn>,
+    successors: &mut tokio::sync::mpsc::UnboundedReceiver<clusterdns_nodecache::handover::Conn>,
+) -> bool {
+    while let Ok(c) = successors.try_recv() {
+        *successor = Some(c);
+    }
+    !giving.load(Ordering::SeqCst) && !successor.as_ref().is_some_and(|c| c.alive())
+}
+
 /// Whether a successor serves on our sockets now (waiting for a
 /// hand-over under way to finish: a rolling update may stop this pod
 /// while its successor is still starting). Logs the decision.
@@ -406,12 +420,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
             // would undo its removal of our rules (or table), and the two
             // would take turns removing each other's.
             _ = sync.tick(), if !stopping => {
-                while let Ok(c) = successors.try_recv() {
-                    successor = Some(c);
-                }
-                if !giving.load(Ordering::SeqCst)
-                    && !successor.as_ref().is_some_and(|c| c.alive())
-                {
+                if in_charge(&giving, &mut successor, &mut successors) {
                     agent.sync().await;
                 }
             }
@@ -421,8 +430,7 @@ async fn run(f: Flags, version: String) -> ExitCode {
                     None => std::future::pending().await,
                 }
             }, if !stopping => match got {
-                Some(()) if !giving.load(Ordering::SeqCst)
-                    && !successor.as_ref().is_some_and(|c| c.alive()) => {
+                Some(()) if in_charge(&giving, &mut successor, &mut successors) => {
                     warning!("", "the interface or one of its addresses was deleted: putting them back");
                     agent.sync().await;
                 }

@@ -310,6 +310,22 @@ impl Lab {
         cmd.spawn().unwrap()
     }
 
+    /// A plain TCP listener on `ip:port` in the node namespace (no
+    /// `SO_REUSEPORT`, as Go's `http.ListenAndServe`), for the caller to
+    /// stop.
+    pub fn plain_listener(&self, ip: &str, port: u16) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.node, "python3", "-c"])
+            .arg(format!(
+                "import socket,time\ns=socket.socket()\ns.bind(('{ip}',{port}))\n\
+                 s.listen()\ntime.sleep(3600)"
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     pub fn log(&self) -> String {
         self.log_of("agent.log")
     }
@@ -1030,16 +1046,7 @@ impl<'a> UpstreamNodeCache<'a> {
             .stderr(log)
             .spawn()
             .unwrap();
-        let metrics = Command::new("ip")
-            .args(["netns", "exec", &lab.node, "python3", "-c"])
-            .arg(
-                "import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',9353))\n\
-                 s.listen()\ntime.sleep(3600)",
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let metrics = lab.plain_listener("127.0.0.1", 9353);
         let u = UpstreamNodeCache {
             lab,
             coredns: Some(coredns),
