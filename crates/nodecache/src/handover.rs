@@ -27,10 +27,19 @@
 //! beside it and renames over the old one's, so the path always leads to
 //! a live instance, and the old one removes the path on exit only while
 //! it is still its own.
+//!
+//! Whoever is handed the sockets owns the node's DNS, so only a process of
+//! the agent's own user may take part, on either side: the socket file is
+//! created mode 0600 (whatever the umask) in a directory created mode 0700,
+//! and each end checks the other's uid (SO_PEERCRED) as well, since the
+//! directory is a hostPath whose mode an operator may have loosened. A
+//! stranger is refused before it is read from, so it cannot hold the
+//! running instance's hand-over up either. The binary is not compared: an
+//! upgrade is precisely another binary.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -83,6 +92,13 @@ impl Conn {
         socket::getsockopt(&self.fd, sockopt::PeerCredentials)
             .ok()
             .map(|c| c.pid())
+    }
+
+    /// The other end's pid and uid (SO_PEERCRED), when the kernel says.
+    fn peer(&self) -> Option<(i32, u32)> {
+        socket::getsockopt(&self.fd, sockopt::PeerCredentials)
+            .ok()
+            .map(|c| (c.pid(), c.uid()))
     }
 
     /// Sends `text`, with `fd` attached when given.
@@ -178,6 +194,40 @@ pub enum HandoverError {
         /// What came.
         got: String,
     },
+    /// The listening process is not of our user: nothing is taken from it.
+    #[error(
+        "hand-over on {path}: the listening process {pid} runs as uid {uid}, not ours ({ours}); not taking its sockets"
+    )]
+    Stranger {
+        /// The socket's path.
+        path: PathBuf,
+        /// The listener's pid.
+        pid: i32,
+        /// The listener's uid.
+        uid: u32,
+        /// Ours.
+        ours: u32,
+    },
+}
+
+/// The effective uid of this process: the only one a hand-over trusts.
+fn own_uid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// What [`Listener::accept`] found at the other end.
+#[derive(Debug)]
+pub enum Accepted {
+    /// A process of our own user: a successor.
+    Peer(Conn),
+    /// A process of another user (or one the kernel would not name),
+    /// already disconnected.
+    Stranger {
+        /// Its pid (0 when unknown).
+        pid: i32,
+        /// Its uid (`None` when unknown).
+        uid: Option<u32>,
+    },
 }
 
 /// The successor's side: connects to `path` and takes the running
@@ -196,6 +246,21 @@ pub fn take(path: &Path, within: Duration) -> Result<Option<(Conn, Vec<Item>)>, 
         Err(e) => return Err(io(err(e))),
     }
     let conn = Conn { fd };
+    // The kernel records the listener's credentials at listen(): a socket
+    // file some other user put there is not a predecessor.
+    let ours = own_uid();
+    match conn.peer() {
+        Some((_, uid)) if uid == ours => {}
+        other => {
+            let (pid, uid) = other.unwrap_or((0, u32::MAX));
+            return Err(HandoverError::Stranger {
+                path: path.to_path_buf(),
+                pid,
+                uid,
+                ours,
+            });
+        }
+    }
     conn.send("take", None).map_err(io)?;
     let mut items = Vec::new();
     loop {
@@ -265,13 +330,17 @@ fn file_id(path: &Path) -> io::Result<(u64, u64)> {
 }
 
 impl Listener {
-    /// Listens at `path` (creating its directory), replacing whatever
-    /// socket file is there in one rename.
+    /// Listens at `path` (creating its directory, mode 0700, if missing),
+    /// replacing whatever socket file is there in one rename; the socket
+    /// file is mode 0600, so only our user (and root) may connect.
     pub fn bind(path: &Path) -> io::Result<Listener> {
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(dir)?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
         }
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(format!(".{}", std::process::id()));
@@ -279,6 +348,9 @@ impl Listener {
         let _ = std::fs::remove_file(&tmp);
         let fd = seqpacket()?;
         socket::bind(fd.as_raw_fd(), &UnixAddr::new(&tmp).map_err(err)?).map_err(err)?;
+        // bind() created the file as the umask allows; narrow it before the
+        // rename makes it reachable at `path`.
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
         let backlog = Backlog::new(8).map_err(err)?;
         socket::listen(&fd, backlog).map_err(err)?;
         let id = file_id(&tmp)?;
@@ -290,21 +362,30 @@ impl Listener {
         })
     }
 
-    /// Waits for the next successor.
-    pub fn accept(&self) -> io::Result<Conn> {
-        loop {
+    /// Waits for the next process to connect: a successor of our own
+    /// user, or a stranger, whose connection is closed unread.
+    pub fn accept(&self) -> io::Result<Accepted> {
+        let conn = loop {
             match socket::accept4(self.fd.as_fd().as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
                 // SAFETY: accept4 returned a new descriptor that we own.
                 #[allow(unsafe_code)]
                 Ok(raw) => {
-                    return Ok(Conn {
+                    break Conn {
                         fd: unsafe { OwnedFd::from_raw_fd(raw) },
-                    });
+                    };
                 }
                 Err(nix::Error::EINTR | nix::Error::ECONNABORTED) => continue,
                 Err(e) => return Err(err(e)),
             }
-        }
+        };
+        Ok(match conn.peer() {
+            Some((_, uid)) if uid == own_uid() => Accepted::Peer(conn),
+            Some((pid, uid)) => Accepted::Stranger {
+                pid,
+                uid: Some(uid),
+            },
+            None => Accepted::Stranger { pid: 0, uid: None },
+        })
     }
 
     /// Whether the path still names this listener (a successor's rename
@@ -344,7 +425,9 @@ mod tests {
         let udp = UdpSocket::bind("127.0.0.1:0").expect("udp");
         let at = udp.local_addr().expect("addr");
         let giver = std::thread::spawn(move || {
-            let conn = old.accept().expect("accept");
+            let Accepted::Peer(conn) = old.accept().expect("accept") else {
+                panic!("our own process refused as a stranger");
+            };
             let items = vec![Item {
                 tag: format!("udp {at}"),
                 fd: OwnedFd::from(udp),
@@ -378,5 +461,147 @@ mod tests {
         assert!(!old_side.alive());
         new.remove_if_ours();
         assert!(!path.exists());
+    }
+
+    /// A process of another user, for the stranger tests: `python3` run
+    /// as `nobody` on `script`. `None` (the test is skipped) unless we are
+    /// root, who alone may start one.
+    fn as_nobody(script: &str, path: &Path) -> Option<std::process::Child> {
+        use std::os::unix::process::CommandExt;
+        if own_uid() != 0 {
+            eprintln!("not root: cannot run a process of another user; skipped");
+            return None;
+        }
+        Some(
+            std::process::Command::new("python3")
+                .arg("-c")
+                .arg(script)
+                .arg(path)
+                .uid(65534)
+                .gid(65534)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("python3"),
+        )
+    }
+
+    /// What the stranger's script printed and its exit status.
+    fn finish(child: std::process::Child) -> String {
+        let out = child.wait_with_output().expect("wait");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    const CONNECT: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect", e.errno); sys.exit(0)
+s.settimeout(10)
+try:
+    s.send(b"take")
+    print("got", len(s.recv(512)))
+except OSError:
+    print("got 0")
+"#;
+
+    #[test]
+    fn only_our_own_user_takes_the_sockets() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let path = dir.path().join("run/ho.sock");
+        let listener = Listener::bind(&path).expect("bind");
+        // Made narrow whatever the umask.
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().expect("dir")), 0o700);
+
+        let Some(child) = as_nobody(CONNECT, &path) else {
+            return;
+        };
+        // The directory keeps it out: connect(2) is refused (EACCES).
+        assert_eq!(finish(child), format!("connect {}", libc::EACCES));
+
+        // An operator's looser hostPath: the peer check still refuses it,
+        // without reading what it sent, and closes its connection.
+        for p in [path.parent().expect("dir"), path.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        }
+        let child = as_nobody(CONNECT, &path).expect("root");
+        match listener.accept().expect("accept") {
+            Accepted::Stranger { uid, pid } => {
+                assert_eq!(uid, Some(65534));
+                assert_eq!(pid, child.id() as i32);
+            }
+            Accepted::Peer(_) => panic!("a process of uid 65534 taken for a successor"),
+        }
+        // Its connection was closed: nothing came back (or its send broke).
+        assert_eq!(finish(child), "got 0");
+
+        // A successor of our own user is served as before.
+        let at = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+        let addr = at.local_addr().expect("addr");
+        let giver = std::thread::spawn(move || {
+            let Accepted::Peer(conn) = listener.accept().expect("accept") else {
+                panic!("our own process refused as a stranger");
+            };
+            let items = vec![Item {
+                tag: format!("udp {addr}"),
+                fd: OwnedFd::from(at),
+            }];
+            give(
+                &conn,
+                &items,
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+            )
+            .expect("give");
+        });
+        let (conn, items) = take(&path, Duration::from_secs(5))
+            .expect("take")
+            .expect("someone");
+        assert_eq!(items.len(), 1);
+        serving(&conn).expect("serving");
+        giver.join().expect("thread");
+    }
+
+    #[test]
+    fn a_listener_of_another_user_is_not_a_predecessor() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let path = dir.path().join("ho.sock");
+        let listen = r#"
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
+c.settimeout(5)
+try:
+    print("read", len(c.recv(512)))
+except OSError:
+    print("read nothing")
+"#;
+        let Some(mut child) = as_nobody(listen, &path) else {
+            return;
+        };
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout")),
+            &mut line,
+        )
+        .expect("read");
+        assert_eq!(line.trim(), "listening");
+        match take(&path, Duration::from_secs(5)) {
+            Err(HandoverError::Stranger { uid, ours, .. }) => {
+                assert_eq!((uid, ours), (65534, 0));
+            }
+            other => panic!("took from a stranger: {other:?}"),
+        }
+        // Nothing was said to it: the connection closed unread.
+        assert_eq!(finish(child), "read 0");
     }
 }

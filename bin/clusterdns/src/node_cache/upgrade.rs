@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clusterdns_nodecache::handover::{self, Conn, Item, Listener};
+use clusterdns_nodecache::handover::{self, Accepted, Conn, Item, Listener};
 use clusterdns_observe::{info, warning};
 use clusterdns_server::{Exporter, PassedSocket, SocketKind};
 use tokio::sync::mpsc;
@@ -84,7 +84,16 @@ pub fn give_forever(
     std::thread::spawn(move || {
         loop {
             let conn = match listener.accept() {
-                Ok(c) => c,
+                Ok(Accepted::Peer(c)) => c,
+                Ok(Accepted::Stranger { pid, uid }) => {
+                    let uid = uid.map_or_else(|| "unknown".to_string(), |u| u.to_string());
+                    warning!(
+                        "",
+                        "hand-over socket {}: refused process {pid} of uid {uid}: not this agent's user",
+                        listener.path().display()
+                    );
+                    continue;
+                }
                 Err(e) => {
                     warning!(
                         "",
