@@ -422,6 +422,28 @@ mod tests {
                 .is_none()
         );
         let old = Listener::bind(&path).expect("bind");
+        let (conn, giver) = hand_over_one_udp(old, &path);
+        let (old, old_side) = giver.join().expect("thread");
+        assert!(old_side.alive());
+        assert_eq!(old_side.peer_pid(), Some(std::process::id() as i32));
+        // The successor listens: the old one no longer owns the path.
+        let new = Listener::bind(&path).expect("rebind");
+        assert!(!old.owns_path() && new.owns_path());
+        old.remove_if_ours();
+        assert!(path.exists());
+        drop(conn);
+        assert!(!old_side.alive());
+        new.remove_if_ours();
+        assert!(!path.exists());
+    }
+
+    /// `old` gives one UDP socket to a `take` at `path` (this process, on
+    /// both sides), checked to arrive whole: the successor's connection and
+    /// the giver's thread, which returns the listener and its side.
+    fn hand_over_one_udp(
+        old: Listener,
+        path: &Path,
+    ) -> (Conn, std::thread::JoinHandle<(Listener, Conn)>) {
         let udp = UdpSocket::bind("127.0.0.1:0").expect("udp");
         let at = udp.local_addr().expect("addr");
         let giver = std::thread::spawn(move || {
@@ -441,7 +463,7 @@ mod tests {
             .expect("give");
             (old, conn)
         });
-        let (conn, items) = take(&path, Duration::from_secs(5))
+        let (conn, items) = take(path, Duration::from_secs(5))
             .expect("take")
             .expect("someone");
         assert_eq!(items.len(), 1);
@@ -449,18 +471,7 @@ mod tests {
         let got = UdpSocket::from(items.into_iter().next().expect("one").fd);
         assert_eq!(got.local_addr().expect("addr"), at);
         serving(&conn).expect("serving");
-        let (old, old_side) = giver.join().expect("thread");
-        assert!(old_side.alive());
-        assert_eq!(old_side.peer_pid(), Some(std::process::id() as i32));
-        // The successor listens: the old one no longer owns the path.
-        let new = Listener::bind(&path).expect("rebind");
-        assert!(!old.owns_path() && new.owns_path());
-        old.remove_if_ours();
-        assert!(path.exists());
-        drop(conn);
-        assert!(!old_side.alive());
-        new.remove_if_ours();
-        assert!(!path.exists());
+        (conn, giver)
     }
 
     /// A process of another user, for the stranger tests: `python3` run
@@ -541,29 +552,7 @@ except OSError:
         assert_eq!(finish(child), "got 0");
 
         // A successor of our own user is served as before.
-        let at = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
-        let addr = at.local_addr().expect("addr");
-        let giver = std::thread::spawn(move || {
-            let Accepted::Peer(conn) = listener.accept().expect("accept") else {
-                panic!("our own process refused as a stranger");
-            };
-            let items = vec![Item {
-                tag: format!("udp {addr}"),
-                fd: OwnedFd::from(at),
-            }];
-            give(
-                &conn,
-                &items,
-                Duration::from_secs(5),
-                Duration::from_secs(5),
-            )
-            .expect("give");
-        });
-        let (conn, items) = take(&path, Duration::from_secs(5))
-            .expect("take")
-            .expect("someone");
-        assert_eq!(items.len(), 1);
-        serving(&conn).expect("serving");
+        let (_conn, giver) = hand_over_one_udp(listener, &path);
         giver.join().expect("thread");
     }
 
