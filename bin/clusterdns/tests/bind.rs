@@ -176,3 +176,48 @@ fn wildcard_udp_replies_from_a_second_address_across_a_link() {
     }
     drop(s);
 }
+
+// A cluster DNS with `hostNetwork: true` behind the kube-dns Service, as
+// kube-proxy's iptables mode lays it out: the Pod asks the ClusterIP
+// (10.96.0.10, fd00:96::10), the node DNATs it to the node's own address
+// (10.250.0.1, fd20:250::1, not on the Pod's link), and conntrack turns the
+// reply's source back into the ClusterIP only if the reply leaves from the
+// node's address. Sourced by the route back to the Pod it would leave from
+// the Pod link's gateway address, and the Pod would drop it.
+#[test]
+fn wildcard_udp_replies_through_a_clusterip_dnat() {
+    use common::netns::Netns;
+    let tag = std::process::id() % 10_000;
+    let (Some(node), Some(pod)) = (
+        Netns::new(&format!("dnatnode{tag}")),
+        Netns::new(&format!("dnatpod{tag}")),
+    ) else {
+        return;
+    };
+    node.link("cni0", "10.244.0.1/24", &pod, "eth0", "10.244.0.9/24");
+    node.sh(
+        "ip addr add fd44::1/64 dev cni0 nodad && ip addr add 10.250.0.1/32 dev lo && \
+         ip addr add fd20:250::1/128 dev lo",
+    );
+    pod.sh(
+        "ip addr add fd44::9/64 dev eth0 nodad && ip route add default via 10.244.0.1 && \
+         ip -6 route add default via fd44::1",
+    );
+    let s = Server::start_in(&node, ".:{PORT} {\n    whoami\n}\n");
+    let port = s.port;
+    node.sh(&format!(
+        "iptables -t nat -A PREROUTING -d 10.96.0.10/32 -p udp --dport 53 \
+           -j DNAT --to-destination 10.250.0.1:{port} && \
+         ip6tables -t nat -A PREROUTING -d fd00:96::10/128 -p udp --dport 53 \
+           -j DNAT --to-destination [fd20:250::1]:{port}"
+    ));
+    for (from, to) in [
+        ("10.244.0.9:0", "10.96.0.10:53"),
+        ("[fd44::9]:0", "[fd00:96::10]:53"),
+    ] {
+        let to: SocketAddr = to.parse().expect("addr");
+        let got = pod.within(move || reply_source(from, to, "who.example"));
+        assert_eq!(got, Some(to), "asked the ClusterIP {to} from {from}");
+    }
+    drop(s);
+}
