@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use clusterdns_gocompat::flag::{self, Flag, Kind, Normalize};
+use clusterdns_gocompat::strconv;
 use serde_json::Value;
 
 /// The parsed command line.
@@ -35,183 +37,116 @@ pub struct Flags {
     pub health_address: String,
 }
 
-/// How a flag takes its value.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Bool,
-    Int,
-    Str,
-    Params,
-}
-
-/// Every flag: name, kind, pflag's type name, help. glog's are accepted and, but for `v`,
-/// have no effect: logs always go to stderr.
-const FLAGS: &[(&str, Kind, &str, &str)] = &[
-    (
+/// Every flag, as upstream registers them with pflag; glog's come through Go's flag set and
+/// are accepted, but for `v` without effect: logs always go to stderr.
+const FLAGS: &[Flag] = &[
+    Flag::bool(
         "alsologtostderr",
-        Kind::Bool,
-        "",
+        "false",
         "log to standard error as well as files",
     ),
-    (
+    Flag::string(
         "configmap",
-        Kind::Str,
-        "string",
+        "",
         "ConfigMap containing our scaling parameters.",
     ),
-    (
+    Flag::new(
         "default-params",
-        Kind::Params,
-        "configMapData",
+        Kind::Other("configMapData"),
+        "",
         "Default parameters(JSON format) for auto-scaling. Will create/re-create a ConfigMap with this default params if ConfigMap is not present.",
-    ),
-    (
+    )
+    .checked(|s| default_params(s).map(drop)),
+    Flag::string(
         "health-address",
-        Kind::Str,
-        "string",
-        "Address of the /healthz and /last-poll listener (clusterdns only) (default \":8080\")",
+        ":8080",
+        "Address of the /healthz and /last-poll listener (clusterdns only)",
     ),
-    (
+    Flag::string(
         "kubeconfig",
-        Kind::Str,
-        "string",
+        "",
         "Kubeconfig file to use instead of the in-cluster service account (clusterdns only).",
     ),
-    (
+    Flag::new(
         "log-backtrace-at",
-        Kind::Str,
-        "traceLocation",
-        "when logging hits line file:N, emit a stack trace (default :0)",
+        Kind::Other("traceLocation"),
+        ":0",
+        "when logging hits line file:N, emit a stack trace",
     ),
-    (
+    Flag::string(
         "log-dir",
-        Kind::Str,
-        "string",
+        "",
         "If non-empty, write log files in this directory",
     ),
-    (
+    Flag::string(
         "log-link",
-        Kind::Str,
-        "string",
+        "",
         "If non-empty, add symbolic links in this directory to the log files",
     ),
-    (
+    Flag::int(
         "logbuflevel",
-        Kind::Int,
-        "int",
+        "0",
         "Buffer log messages logged at this level or lower (-1 means don't buffer; 0 means buffer INFO only; ...). Has limited applicability on non-prod platforms.",
     ),
-    (
+    Flag::bool(
         "logtostderr",
-        Kind::Bool,
-        "",
+        "false",
         "log to standard error instead of files",
     ),
-    (
+    Flag::int(
         "max-sync-failures",
-        Kind::Int,
-        "int",
+        "0",
         "Number of consecutive polling failures before exiting. Default value of 0 will allow for unlimited retries.",
     ),
-    (
+    Flag::string(
         "namespace",
-        Kind::Str,
-        "string",
+        "",
         "Namespace for all operations, fallback to the namespace of this autoscaler(through MY_POD_NAMESPACE env) if not specified.",
     ),
-    (
+    Flag::string(
         "nodelabels",
-        Kind::Str,
-        "string",
+        "",
         "NodeLabels for filtering search of nodes and its cpus by LabelSelectors. Input format is a comma separated list of keyN=valueN LabelSelectors. Usage example: --nodelabels=label1=value1,label2=value2.",
     ),
-    (
+    Flag::int(
         "poll-period-seconds",
-        Kind::Int,
-        "int",
-        "The time, in seconds, to check cluster status and perform autoscale. (default 10)",
+        "10",
+        "The time, in seconds, to check cluster status and perform autoscale.",
     ),
-    (
+    Flag::new(
         "stderrthreshold",
-        Kind::Str,
-        "severity",
-        "logs at or above this threshold go to stderr (default 2)",
+        Kind::Other("severity"),
+        "2",
+        "logs at or above this threshold go to stderr",
     ),
-    (
+    Flag::string(
         "target",
-        Kind::Str,
-        "string",
+        "",
         "Target to scale. In format: 'deployment/*,replicationcontroller/*,replicaset/*' (not case sensitive, comma delimiter supported).",
     ),
-    ("v", Kind::Int, "Level", "log level for V logs"),
-    ("version", Kind::Bool, "", "Print the version and exit."),
-    (
+    // pflag gives a Go flag of one letter that letter as its shorthand.
+    Flag::new("v", Kind::Other("Level"), "0", "log level for V logs")
+        .short('v')
+        .checked(level),
+    Flag::bool("version", "false", "Print the version and exit."),
+    Flag::new(
         "vmodule",
-        Kind::Str,
-        "moduleSpec",
+        Kind::Other("moduleSpec"),
+        "",
         "comma-separated list of pattern=N settings for file-filtered logging",
     ),
 ];
 
+/// glog's `Level` (`v`), which we read as pflag reads an integer.
+fn level(s: &str) -> Result<(), String> {
+    strconv::parse_int(s, 0, 64)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// pflag's usage text for `program`.
 pub fn usage(program: &str) -> String {
-    let mut lines = Vec::new();
-    for (name, _, ty, help) in FLAGS {
-        let short = if *name == "v" { "  -v, " } else { "      " };
-        lines.push((format!("{short}--{name} {ty}").trim_end().to_owned(), *help));
-    }
-    let width = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let mut out = format!("Usage of {program}:\n");
-    for (l, help) in lines {
-        out.push_str(&format!("{l:width$}   {help}\n"));
-    }
-    out
-}
-
-/// Go's `strconv.ParseInt(s, 0, 64)`: a sign, then decimal, `0x`, `0o`, `0b` or leading-0
-/// octal, `_` between digits.
-fn go_int(s: &str) -> Result<i64, String> {
-    let syntax = || format!("strconv.ParseInt: parsing {s:?}: invalid syntax");
-    let (neg, body) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let (radix, digits) =
-        if let Some(d) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-            (16, d)
-        } else if let Some(d) = body.strip_prefix("0o").or_else(|| body.strip_prefix("0O")) {
-            (8, d)
-        } else if let Some(d) = body.strip_prefix("0b").or_else(|| body.strip_prefix("0B")) {
-            (2, d)
-        } else if body.len() > 1 && body.starts_with('0') {
-            (8, &body[1..])
-        } else {
-            (10, body)
-        };
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-    {
-        return Err(syntax());
-    }
-    let clean: String = digits.chars().filter(|&c| c != '_').collect();
-    if !clean.chars().all(|c| c.is_digit(radix)) {
-        return Err(syntax());
-    }
-    let v = i128::from_str_radix(&clean, radix).map_err(|_| syntax())?;
-    let v = if neg { -v } else { v };
-    i64::try_from(v).map_err(|_| format!("strconv.ParseInt: parsing {s:?}: value out of range"))
-}
-
-/// Go's `strconv.ParseBool`.
-fn go_bool(s: &str) -> Result<bool, String> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("strconv.ParseBool: parsing {s:?}: invalid syntax")),
-    }
+    flag::pflag_usage(program, FLAGS)
 }
 
 /// A JSON value as Go's `json.Marshal` writes what `json.Unmarshal` read into an
@@ -257,94 +192,39 @@ fn default_params(raw: &str) -> Result<BTreeMap<String, String>, String> {
 /// Parses the arguments (without the program name). `namespace` is `$MY_POD_NAMESPACE`.
 /// The error is pflag's first line (`unknown flag: --x`, `invalid argument …`).
 pub fn parse(args: &[String], namespace_env: Option<String>) -> Result<Flags, String> {
-    let mut f = Flags {
-        namespace: namespace_env.unwrap_or_default(),
-        poll_period_seconds: 10,
-        health_address: ":8080".into(),
+    let help = Flags {
+        help: true,
         ..Flags::default()
     };
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if a == "--" {
-            break;
-        }
-        let (name, inline, shown) = if let Some(body) = a.strip_prefix("--") {
-            if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
-                return Err(format!("bad flag syntax: {a}"));
-            }
-            let (n, v) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (body, None),
-            };
-            (n.replace('_', "-"), v, format!("--{n}"))
-        } else if let Some(body) = a.strip_prefix('-').filter(|b| !b.is_empty()) {
-            // Shorthands: only glog's `-v`.
-            let c = body.chars().next().unwrap_or('-');
-            if c != 'v' {
-                return Err(format!("unknown shorthand flag: '{c}' in {a}"));
-            }
-            let rest = &body[1..];
-            let v = rest.strip_prefix('=').unwrap_or(rest);
-            (
-                "v".to_owned(),
-                (!v.is_empty()).then(|| v.to_owned()),
-                "-v".to_owned(),
-            )
-        } else {
-            // pflag keeps going past positional arguments; the autoscaler ignores them.
-            continue;
-        };
-        if name == "help" || name == "h" {
-            f.help = true;
-            continue;
-        }
-        let Some((flag, kind, _, _)) = FLAGS.iter().find(|(n, ..)| *n == name) else {
-            return Err(format!("unknown flag: {shown}"));
-        };
-        let value = match (kind, inline) {
-            (_, Some(v)) => v,
-            (Kind::Bool, None) => "true".to_owned(),
-            (_, None) => {
-                let Some(v) = args.get(i) else {
-                    return Err(format!("flag needs an argument: {shown}"));
-                };
-                i += 1;
-                v.clone()
-            }
-        };
-        let bad = |e: String| format!("invalid argument {value:?} for \"{shown}\" flag: {e}");
-        match *kind {
-            Kind::Bool => {
-                let b = go_bool(&value).map_err(bad)?;
-                if *flag == "version" {
-                    f.version = b;
-                }
-            }
-            Kind::Int => {
-                let n = go_int(&value).map_err(bad)?;
-                match *flag {
-                    "poll-period-seconds" => f.poll_period_seconds = n,
-                    "max-sync-failures" => f.max_sync_failures = n,
-                    "v" => f.verbosity = n,
-                    _ => {}
-                }
-            }
-            Kind::Params => f.default_params = Some(default_params(&value).map_err(bad)?),
-            Kind::Str => match *flag {
-                "target" => f.target = value,
-                "configmap" => f.configmap = value,
-                "namespace" => f.namespace = value,
-                "nodelabels" => f.nodelabels = value,
-                "kubeconfig" => f.kubeconfig = Some(value),
-                "health-address" => f.health_address = value,
-                _ => {}
-            },
-        }
-    }
-    f.target = f.target.to_lowercase();
-    Ok(f)
+    let v = match flag::parse_pflag(FLAGS, args, Normalize::WordSep) {
+        Ok(v) => v,
+        Err(e) => return e.message().map_or(Ok(help), Err),
+    };
+    let text = |name: &str| v.get(name).to_owned();
+    let namespace = if v.is_set("namespace") {
+        text("namespace")
+    } else {
+        namespace_env.unwrap_or_default()
+    };
+    // Checked when set, so it reads again.
+    let default_params = v
+        .is_set("default-params")
+        .then(|| default_params(v.get("default-params")))
+        .transpose()?;
+    Ok(Flags {
+        target: v.get("target").to_lowercase(),
+        configmap: text("configmap"),
+        namespace,
+        poll_period_seconds: v.int("poll-period-seconds"),
+        default_params,
+        nodelabels: text("nodelabels"),
+        max_sync_failures: v.int("max-sync-failures"),
+        version: v.bool("version"),
+        help: false,
+        verbosity: v.int("v"),
+        kubeconfig: v.is_set("kubeconfig").then(|| text("kubeconfig")),
+        health_address: text("health-address"),
+    })
 }
 
 /// A `--target` entry: kind and name.

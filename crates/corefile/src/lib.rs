@@ -55,12 +55,15 @@
 //! # Ok::<(), clusterdns_corefile::ConfigError>(())
 //! ```
 
-pub mod cidr;
-pub mod duration;
 mod glob;
 mod key;
 mod lexer;
 mod parser;
+
+/// Go's `net.ParseCIDR`, for the server keys and the plugins.
+pub use clusterdns_gocompat::cidr;
+/// Go's `time.ParseDuration` and `Duration.String`, for Corefile durations.
+pub use clusterdns_gocompat::time as duration;
 
 use std::collections::HashMap;
 use std::fmt;

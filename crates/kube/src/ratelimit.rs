@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use clusterdns_gocompat::strconv;
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -156,10 +157,7 @@ impl TokenBucket {
 fn is_watch(uri: &http::Uri) -> bool {
     uri.query().is_some_and(|q| {
         q.split('&').any(|pair| {
-            matches!(
-                pair.split_once('='),
-                Some(("watch", "1" | "t" | "T" | "true" | "TRUE" | "True"))
-            )
+            matches!(pair.split_once('='), Some(("watch", v)) if strconv::parse_bool(v) == Ok(true))
         })
     })
 }

@@ -6,6 +6,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use clusterdns_gocompat::flag::{self, Flag, Kind};
+use clusterdns_gocompat::time;
+
 /// The validated command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flags {
@@ -100,279 +103,127 @@ impl FlagsError {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Kind {
-    Str,
-    Bool,
-    Duration,
-}
-
-/// Every flag: name, kind, default (as Go prints it), help text.
-const FLAGS: &[(&str, Kind, &str, &str)] = &[
-    (
+/// Every flag: node-cache's own, the CoreDNS flags `coremain` registers
+/// in the same flag set, and ours (each help says so).
+const FLAGS: &[Flag] = &[
+    Flag::string(
         "basecorefile",
-        Kind::Str,
         "/etc/coredns/Corefile.base",
         "Path to the template Corefile for node-cache",
     ),
-    (
-        "conf",
-        Kind::Str,
-        "",
-        "Corefile to load (default \"Corefile\")",
-    ),
-    (
+    // The help names the default that `-conf` itself has not.
+    Flag::string("conf", "", "Corefile to load (default \"Corefile\")"),
+    Flag::string(
         "corefile",
-        Kind::Str,
         "/etc/Corefile",
         "Path to the Corefile to be used by node-cache",
     ),
-    ("dns.port", Kind::Str, "53", "Default port"),
-    (
+    Flag::string("dns.port", "53", "Default port"),
+    Flag::string(
         "handover-socket",
-        Kind::Str,
         "/run/clusterdns/node-cache.sock",
         "unix socket where a new instance takes over the running one's listening sockets (beyond upstream; \"\" disables)",
     ),
-    (
-        "health-port",
-        Kind::Str,
-        "8080",
-        "port used by health plugin",
-    ),
-    (
+    Flag::string("health-port", "8080", "port used by health plugin"),
+    Flag::string(
         "interception",
-        Kind::Str,
         "auto",
         "how queries are intercepted (beyond upstream): auto (crashsafe where the kernel supports it), iptables (upstream's rules) or crashsafe",
     ),
-    (
+    Flag::string(
         "interfacename",
-        Kind::Str,
         "nodelocaldns",
         "name of the interface to be created",
     ),
-    (
+    Flag::string(
         "kubednscm",
-        Kind::Str,
         "",
         "Path where the kube-dns configmap will be mounted",
     ),
-    (
+    Flag::string(
         "localip",
-        Kind::Str,
         "",
         "comma-separated string of ip addresses to bind dnscache to",
     ),
-    (
+    Flag::string(
         "metrics-listen-address",
-        Kind::Str,
         "0.0.0.0:9353",
         "address to serve metrics on",
     ),
-    ("p", Kind::Str, "53", "Default port"),
-    ("pidfile", Kind::Str, "", "Path to write pid file"),
-    ("plugins", Kind::Bool, "false", "List installed plugins"),
-    (
+    Flag::string("p", "53", "Default port"),
+    Flag::string("pidfile", "", "Path to write pid file"),
+    Flag::bool("plugins", "false", "List installed plugins"),
+    Flag::string(
         "prometheus-listen-address",
-        Kind::Str,
         ":9253",
         "address to serve Prometheus metrics on",
     ),
-    (
-        "quiet",
-        Kind::Bool,
-        "false",
-        "Quiet mode (no initialization output)",
-    ),
-    (
+    Flag::bool("quiet", "false", "Quiet mode (no initialization output)"),
+    Flag::string(
         "ready-listen-address",
-        Kind::Str,
         "",
         "address to serve GET /ready on as well, apart from -metrics-listen-address (beyond upstream; for a readiness probe upstream's node-cache cannot answer while it holds the metrics port during an update from it)",
     ),
-    (
+    Flag::string(
         "ready-query",
-        Kind::Str,
         "kubernetes.default.svc.cluster.local.",
         "name that GET /ready on -metrics-listen-address asks the cache for (beyond upstream; \"\" disables /ready)",
     ),
-    (
+    Flag::bool(
         "reloadwithsignal",
-        Kind::Bool,
         "false",
         "use SIGUSR1 on self to reload CoreDNS",
     ),
-    (
+    Flag::bool(
         "setupinterface",
-        Kind::Bool,
         "true",
         "indicates whether network interface should be setup",
     ),
-    (
+    Flag::bool(
         "setupiptables",
-        Kind::Bool,
         "true",
         "indicates whether iptables rules should be setup",
     ),
-    (
+    Flag::bool(
         "skipteardown",
-        Kind::Bool,
         "false",
         "indicates whether iptables rules should be torn down on exit",
     ),
-    (
+    Flag::new(
         "syncinterval",
         Kind::Duration,
         "60ns",
         "interval(in seconds) to check for iptables rules",
-    ),
-    (
+    )
+    .checked(sync_interval),
+    Flag::string(
         "upstreamsvc",
-        Kind::Str,
         "kube-dns",
         "Service name whose cluster IP is upstream for node-cache",
     ),
-    ("version", Kind::Bool, "false", "Show version"),
+    Flag::bool("version", "false", "Show version"),
 ];
 
 /// The usage text, as Go's `flag.PrintDefaults` lays it out after
 /// upstream's two header lines.
 pub fn usage(program: &str) -> String {
-    let mut out = format!(
-        "Usage of {program}:\nRuns clusterdns as a nodelocal cache listening on the specified ip:port\n\n"
-    );
-    for (name, kind, default, help) in FLAGS {
-        out.push_str("  -");
-        out.push_str(name);
-        match kind {
-            Kind::Str => out.push_str(" string"),
-            Kind::Duration => out.push_str(" duration"),
-            Kind::Bool => {}
-        }
-        out.push_str("\n    \t");
-        out.push_str(help);
-        let shown = match kind {
-            Kind::Bool => *default != "false",
-            _ => !default.is_empty(),
-        };
-        if shown {
-            match kind {
-                Kind::Str => out.push_str(&format!(" (default \"{default}\")")),
-                _ => out.push_str(&format!(" (default {default})")),
-            }
-        }
-        out.push('\n');
-    }
-    out
+    format!(
+        "Usage of {program}:\nRuns clusterdns as a nodelocal cache listening on the specified ip:port\n\n{}",
+        flag::defaults(FLAGS)
+    )
 }
 
-/// Raw values by flag name, after Go's parse and before validation.
-struct Values(Vec<(&'static str, String)>);
-
-impl Values {
-    fn get(&self, name: &str) -> &str {
-        self.0
-            .iter()
-            .rev()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
-            .or_else(|| FLAGS.iter().find(|f| f.0 == name).map(|f| f.2))
-            .unwrap_or("")
-    }
-    fn set(&self, name: &str) -> bool {
-        self.0.iter().any(|(n, _)| *n == name)
-    }
-    fn bool(&self, name: &str) -> bool {
-        parse_bool(self.get(name)).unwrap_or(false)
-    }
+/// `-syncinterval`'s check: a Go duration, but not a negative one, on
+/// which upstream would panic in `time.NewTicker`.
+fn sync_interval(s: &str) -> Result<(), String> {
+    go_duration(s)
+        .map(drop)
+        .ok_or_else(|| "parse error".to_owned())
 }
 
-fn parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
-/// Go's `flag.FlagSet.Parse`: returns the values and the arguments left
-/// after the flags.
-fn go_parse(args: &[String]) -> Result<(Values, Vec<String>), FlagsError> {
-    let mut vals = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let s = &args[i];
-        if s.len() < 2 || !s.starts_with('-') {
-            break;
-        }
-        let minuses = if s.as_bytes()[1] == b'-' {
-            if s.len() == 2 {
-                i += 1;
-                break;
-            }
-            2
-        } else {
-            1
-        };
-        let body = &s[minuses..];
-        if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
-            return Err(FlagsError::Syntax(format!("bad flag syntax: {s}")));
-        }
-        i += 1;
-        let (name, inline) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (body, None),
-        };
-        let Some(&(fname, kind, _, _)) = FLAGS.iter().find(|f| f.0 == name) else {
-            if name == "help" || name == "h" {
-                return Err(FlagsError::Help);
-            }
-            return Err(FlagsError::Syntax(format!(
-                "flag provided but not defined: -{name}"
-            )));
-        };
-        let value = match (kind, inline) {
-            (Kind::Bool, Some(v)) => {
-                if parse_bool(v).is_none() {
-                    return Err(FlagsError::Syntax(format!(
-                        "invalid boolean value {v:?} for -{name}: parse error"
-                    )));
-                }
-                v.to_string()
-            }
-            (Kind::Bool, None) => "true".to_string(),
-            (_, Some(v)) => v.to_string(),
-            (_, None) => match args.get(i) {
-                Some(v) => {
-                    i += 1;
-                    v.clone()
-                }
-                None => {
-                    return Err(FlagsError::Syntax(format!(
-                        "flag needs an argument: -{name}"
-                    )));
-                }
-            },
-        };
-        if let Kind::Duration = kind
-            && go_duration(&value).is_none()
-        {
-            return Err(FlagsError::Syntax(format!(
-                "invalid value {value:?} for flag -{name}: parse error"
-            )));
-        }
-        // `-p` and `-dns.port` share one variable in CoreDNS.
-        let fname = if fname == "p" { "dns.port" } else { fname };
-        vals.push((fname, value));
-    }
-    Ok((Values(vals), args[i..].to_vec()))
-}
-
-/// Go's `time.ParseDuration` (the Corefile crate's, which refuses
-/// negative values: upstream would panic on them in `time.NewTicker`).
+/// Go's `time.ParseDuration`, without the negative values.
 fn go_duration(s: &str) -> Option<Duration> {
-    clusterdns_corefile::duration::parse_go(s).ok()
+    time::parse_go(s).ok()
 }
 
 /// The longest sync interval we honour: upstream multiplies the value by a
@@ -382,7 +233,11 @@ const MAX_SYNC: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Parses and validates the arguments (without the program name).
 pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
-    let (v, rest) = go_parse(args)?;
+    let v = flag::parse(FLAGS, args).map_err(|e| match e {
+        flag::Error::Help => FlagsError::Help,
+        flag::Error::Syntax(s) => FlagsError::Syntax(s),
+    })?;
+    let rest = v.rest();
     if !rest.is_empty() {
         // CoreDNS refuses these in coremain.Run; we refuse them before
         // anything on the node changes.
@@ -405,13 +260,13 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
             "unexpected IP Family for localIP - \"{ip}\", want IPv6={v6}"
         )));
     }
-    let port = |name: &str, what: &str| -> Result<u16, FlagsError> {
-        let s = v.get(name);
+    let port = |s: &str, what: &str| -> Result<u16, FlagsError> {
         s.parse::<u16>()
             .map_err(|_| FlagsError::Invalid(format!("invalid {what}specified - {s:?}")))
     };
-    let dns_port = port("dns.port", "port ")?;
-    let health_port = port("health-port", "healthcheck port ")?;
+    // `-p` and `-dns.port` share one variable in CoreDNS.
+    let dns_port = port(v.get_shared(&["dns.port", "p"]), "port ")?;
+    let health_port = port(v.get("health-port"), "healthcheck port ")?;
     let ns = go_duration(v.get("syncinterval")).map_or(60, |d| d.as_nanos());
     if ns == 0 {
         // Upstream panics in time.NewTicker on a non-positive interval.
@@ -429,7 +284,7 @@ pub fn parse(args: &[String]) -> Result<Flags, FlagsError> {
     // `-conf` always wins over `-corefile` upstream, because the flag
     // exists whether or not it was given; without it upstream writes to ""
     // and fails. We refuse that instead of running without a Corefile.
-    if !v.set("conf") || v.get("conf").is_empty() {
+    if !v.is_set("conf") || v.get("conf").is_empty() {
         return Err(FlagsError::Invalid(
             "no -conf given: node-cache writes the rendered Corefile to -conf's path (-corefile is always overridden by -conf)".into(),
         ));
@@ -649,7 +504,7 @@ mod tests {
     #[test]
     fn usage_lists_every_flag() {
         let u = usage("node-cache");
-        for (name, ..) in FLAGS {
+        for Flag { name, .. } in FLAGS {
             assert!(u.contains(&format!("  -{name}")), "{name}");
         }
         assert!(u.contains("  -syncinterval duration\n    \tinterval(in seconds) to check for iptables rules (default 60ns)"));

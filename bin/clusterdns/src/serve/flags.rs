@@ -2,6 +2,8 @@
 //! `-name value`, `-name=value`, `--name`; boolean flags take no value
 //! unless written `-name=false`.
 
+use clusterdns_gocompat::flag::{self, Flag};
+
 /// The parsed command line.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Flags {
@@ -14,91 +16,51 @@ pub struct Flags {
     pub help: bool,
 }
 
-/// The flags' help, laid out as Go's `flag.PrintDefaults` does.
-const DEFAULTS: &str = "  -conf string
-    \tCorefile to load (default \"Corefile\")
-  -dns.port string
-    \tDefault port (default \"53\")
-  -p string
-    \tDefault port (default \"53\")
-  -pidfile string
-    \tPath to write pid file
-  -plugins
-    \tList installed plugins
-  -quiet
-    \tQuiet mode (no initialization output)
-  -version
-    \tShow version
-";
+/// CoreDNS's flags, as `coremain` and `caddy` register them.
+const FLAGS: &[Flag] = &[
+    // The help names the default that `-conf` itself has not.
+    Flag::string("conf", "", "Corefile to load (default \"Corefile\")"),
+    Flag::string("dns.port", "53", "Default port").checked(port),
+    Flag::string("p", "53", "Default port").checked(port),
+    Flag::string("pidfile", "", "Path to write pid file"),
+    Flag::bool("plugins", "false", "List installed plugins"),
+    Flag::bool("quiet", "false", "Quiet mode (no initialization output)"),
+    Flag::bool("version", "false", "Show version"),
+];
+
+/// A port, refused as Go refuses a value it cannot set.
+fn port(s: &str) -> Result<(), String> {
+    s.parse::<u16>()
+        .map(drop)
+        .map_err(|_| "parse error".to_owned())
+}
 
 /// The usage text, as Go's `flag` package prints it for `program`.
 pub fn usage(program: &str) -> String {
-    format!("Usage of {program}:\n{DEFAULTS}")
+    flag::usage(program, FLAGS)
 }
 
-/// Parses the arguments (without the program name).
+/// Parses the arguments (without the program name); the error is Go's.
 pub fn parse(args: &[String]) -> Result<Flags, String> {
-    let mut f = Flags {
-        dns_port: 53,
+    let help = Flags {
+        help: true,
         ..Flags::default()
     };
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if a == "--" {
-            break;
-        }
-        let Some(body) = a.strip_prefix("--").or_else(|| a.strip_prefix('-')) else {
-            break;
-        };
-        if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
-            return Err(format!("bad flag syntax: {a}"));
-        }
-        let (name, inline) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (body, None),
-        };
-        let value = |i: &mut usize| -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            match args.get(*i) {
-                Some(v) => {
-                    *i += 1;
-                    Ok(v.clone())
-                }
-                None => Err(format!("flag needs an argument: -{name}")),
-            }
-        };
-        let boolean = |v: &Option<String>| -> Result<bool, String> {
-            match v.as_deref() {
-                None | Some("true") | Some("1") | Some("t") | Some("T") | Some("TRUE")
-                | Some("True") => Ok(true),
-                Some("false") | Some("0") | Some("f") | Some("F") | Some("FALSE")
-                | Some("False") => Ok(false),
-                Some(x) => Err(format!(
-                    "invalid boolean value \"{x}\" for -{name}: parse error"
-                )),
-            }
-        };
-        match name {
-            "conf" => f.conf = Some(value(&mut i)?),
-            "dns.port" | "p" => {
-                let v = value(&mut i)?;
-                f.dns_port = v
-                    .parse()
-                    .map_err(|_| format!("invalid value \"{v}\" for flag -{name}: parse error"))?;
-            }
-            "pidfile" => f.pidfile = Some(value(&mut i)?),
-            "quiet" => f.quiet = boolean(&inline)?,
-            "plugins" => f.plugins = boolean(&inline)?,
-            "version" => f.version = boolean(&inline)?,
-            "h" | "help" => f.help = true,
-            _ => return Err(format!("flag provided but not defined: -{name}")),
-        }
-    }
-    Ok(f)
+    let v = match flag::parse(FLAGS, args) {
+        Ok(v) => v,
+        Err(e) => return e.message().map_or(Ok(help), Err),
+    };
+    let text = |name: &str| Some(v.get(name).to_owned()).filter(|_| v.is_set(name));
+    Ok(Flags {
+        conf: text("conf"),
+        // Checked when set; the default is a port too.
+        dns_port: v.get_shared(&["dns.port", "p"]).parse().unwrap_or(53),
+        pidfile: text("pidfile"),
+        quiet: v.bool("quiet"),
+        plugins: v.bool("plugins"),
+        version: v.bool("version"),
+        help: false,
+    })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use super::rules::{
     StrRewriter, Variable,
 };
 use clusterdns_corefile::Directive;
+use clusterdns_gocompat::strconv;
 use clusterdns_wire::{Name, Rcode, Rtype};
 
 use crate::pkg::goregexp;
@@ -72,7 +73,7 @@ pub(super) fn rule(args: &[String]) -> Result<Rule, String> {
         "ttl" => ttl_rule(params)?,
         "cname" => Kind::Cname(cname_rule(params)?),
         "rcode" => rcode_rule(params)?,
-        _ => return Err(format!("invalid rule type {}", go_quote(&args[0]))),
+        _ => return Err(format!("invalid rule type {}", strconv::quote(&args[0]))),
     };
     Ok(Rule { mode, kind })
 }
@@ -86,7 +87,7 @@ fn class(s: &str) -> Result<u16, String> {
         "HS" => Ok(4),
         "NONE" => Ok(254),
         "ANY" => Ok(255),
-        _ => Err(format!("invalid class {}", go_quote(&up))),
+        _ => Err(format!("invalid class {}", strconv::quote(&up))),
     }
 }
 
@@ -94,7 +95,7 @@ fn rtype(s: &str) -> Result<u16, String> {
     let up = s.to_uppercase();
     match Rtype::from_mnemonic(&up) {
         Some(t) => Ok(t.0),
-        None => Err(format!("invalid type {}", go_quote(&up))),
+        None => Err(format!("invalid type {}", strconv::quote(&up))),
     }
 }
 
@@ -105,11 +106,6 @@ fn normalize(s: &str) -> String {
         out.push('.');
     }
     out
-}
-
-/// Go's `%q` of a string, for the ASCII text of a Corefile.
-fn go_quote(s: &str) -> String {
-    format!("{s:?}")
 }
 
 /// How many of `{0}`…`{100}` the replacement uses.
@@ -269,7 +265,7 @@ fn answer_rules(name: &str, args: &[String]) -> Result<(bool, Vec<AnswerRule>), 
             other => {
                 return Err(format!(
                     "invalid type {} for answer rule for {name} rule",
-                    go_quote(other)
+                    strconv::quote(other)
                 ));
             }
         }
@@ -444,43 +440,6 @@ fn cname_rule(args: &[String]) -> Result<Cname, String> {
     Ok(Cname { m, to })
 }
 
-/// Go's `strconv.ParseUint(s, 0, bits)`, with its error text.
-fn parse_uint_base0(s: &str, bits: u32) -> Result<u64, String> {
-    let syntax = || format!("strconv.ParseUint: parsing {}: invalid syntax", go_quote(s));
-    let range = || {
-        format!(
-            "strconv.ParseUint: parsing {}: value out of range",
-            go_quote(s)
-        )
-    };
-    let lower = s.to_ascii_lowercase();
-    let (digits, radix, prefixed) = if let Some(d) = lower.strip_prefix("0x") {
-        (d.to_string(), 16, true)
-    } else if let Some(d) = lower.strip_prefix("0o") {
-        (d.to_string(), 8, true)
-    } else if let Some(d) = lower.strip_prefix("0b") {
-        (d.to_string(), 2, true)
-    } else if lower.len() > 1 && lower.starts_with('0') {
-        (lower[1..].to_string(), 8, true)
-    } else {
-        (lower.clone(), 10, false)
-    };
-    // Go allows underscores between digits only with a base prefix.
-    let digits = if prefixed {
-        digits.replace('_', "")
-    } else {
-        digits
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return Err(syntax());
-    }
-    let n = u64::from_str_radix(&digits, radix).map_err(|_| range())?;
-    if bits < 64 && n >> bits != 0 {
-        return Err(range());
-    }
-    Ok(n)
-}
-
 /// Go's `hex.DecodeString`, with its error text.
 fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
@@ -513,7 +472,7 @@ fn edns_rule(args: &[String]) -> Result<Edns, String> {
         "replace" => EdnsAction::Replace,
         "set" => EdnsAction::Set,
         "unset" => return edns_unset(&rule_type, args),
-        other => return Err(format!("invalid action: {}", go_quote(other))),
+        other => return Err(format!("invalid action: {}", strconv::quote(other))),
     };
     let mut args = args;
     let revert = args.last().is_some_and(|a| a == "revert");
@@ -529,7 +488,10 @@ fn edns_rule(args: &[String]) -> Result<Edns, String> {
             let data = &args[3];
             if data.starts_with('{') && data.ends_with('}') {
                 let Some(v) = variable(data) else {
-                    return Err(format!("unsupported variable name {}", go_quote(data)));
+                    return Err(format!(
+                        "unsupported variable name {}",
+                        strconv::quote(data)
+                    ));
                 };
                 EdnsKind::Local {
                     code,
@@ -558,7 +520,7 @@ fn edns_rule(args: &[String]) -> Result<Edns, String> {
             }
             subnet(&args[2], &args[3])?
         }
-        other => return Err(format!("invalid rule type {}", go_quote(other))),
+        other => return Err(format!("invalid rule type {}", strconv::quote(other))),
     };
     Ok(Edns {
         action,
@@ -567,16 +529,21 @@ fn edns_rule(args: &[String]) -> Result<Edns, String> {
     })
 }
 
+/// Go's `strconv.ParseUint(s, 0, 16)`, its error as the text.
+fn uint16(s: &str) -> Result<u64, String> {
+    strconv::parse_uint(s, 0, 16).map_err(|e| e.to_string())
+}
+
 fn edns_code(s: &str) -> Result<u16, String> {
-    parse_uint_base0(s, 16).map(|n| n as u16)
+    uint16(s).map(|n| n as u16)
 }
 
 fn subnet(v4: &str, v6: &str) -> Result<EdnsKind, String> {
-    let v4 = parse_uint_base0(v4, 16)?;
+    let v4 = uint16(v4)?;
     if v4 > 32 {
         return Err(format!("invalid IPv4 bit mask length {v4}"));
     }
-    let v6 = parse_uint_base0(v6, 16)?;
+    let v6 = uint16(v6)?;
     if v6 > 128 {
         return Err(format!("invalid IPv6 bit mask length {v6}"));
     }
@@ -609,7 +576,7 @@ fn edns_unset(rule_type: &str, args: &[String]) -> Result<Edns, String> {
             }
             EdnsKind::Subnet { v4: 0, v6: 0 }
         }
-        other => return Err(format!("invalid rule type {}", go_quote(other))),
+        other => return Err(format!("invalid rule type {}", strconv::quote(other))),
     };
     Ok(Edns {
         action: EdnsAction::Unset,
@@ -645,17 +612,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn go_number_and_hex_texts() {
-        assert_eq!(parse_uint_base0("0xffee", 16), Ok(0xffee));
-        assert_eq!(parse_uint_base0("010", 16), Ok(8));
-        assert_eq!(
-            parse_uint_base0("0x1ffff", 16).unwrap_err(),
-            "strconv.ParseUint: parsing \"0x1ffff\": value out of range"
-        );
-        assert_eq!(
-            parse_uint_base0("zz", 16).unwrap_err(),
-            "strconv.ParseUint: parsing \"zz\": invalid syntax"
-        );
+    fn go_hex_texts() {
         assert_eq!(hex_decode("6162"), Ok(b"ab".to_vec()));
         assert_eq!(
             hex_decode("6g").unwrap_err(),

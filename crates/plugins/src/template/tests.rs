@@ -2,7 +2,7 @@ use clusterdns_plugin::testing;
 use clusterdns_wire::{Rcode, Rtype};
 
 use super::DEF;
-use super::text::{Template, go_parse_uint};
+use super::text::Template;
 use crate::testutil::{run, setup, setup_err};
 
 #[test]
@@ -39,22 +39,6 @@ fn labels_print_as_go_prints_the_parse_tree() {
     ] {
         assert!(Template::parse(bad).is_err(), "{bad} parsed");
     }
-}
-
-#[test]
-fn parse_int_reads_as_go_strconv() {
-    assert_eq!(go_parse_uint("7b", 16, 8), Ok(123));
-    assert_eq!(go_parse_uint("0x10", 0, 64), Ok(16));
-    assert_eq!(go_parse_uint("010", 0, 64), Ok(8));
-    assert_eq!(
-        go_parse_uint("1ff", 16, 8).unwrap_err(),
-        "strconv.ParseUint: parsing \"1ff\": value out of range"
-    );
-    assert_eq!(
-        go_parse_uint("zz", 16, 8).unwrap_err(),
-        "strconv.ParseUint: parsing \"zz\": invalid syntax"
-    );
-    assert!(go_parse_uint("+1", 10, 8).is_err());
 }
 
 #[test]

@@ -8,6 +8,8 @@
 
 use std::fmt::Write as _;
 
+use clusterdns_gocompat::strconv;
+
 /// A parsed record template.
 #[derive(Debug)]
 pub(crate) struct Template {
@@ -247,7 +249,7 @@ impl Cmd {
                 }
             }
             Cmd::ParseInt(s, base, bits) => match s.eval(d)? {
-                Val::Str(s) => go_parse_uint(s, *base, *bits)
+                Val::Str(s) => strconv::parse_uint(s, i64::from(*base), *bits)
                     .map(Val::Uint)
                     .map_err(|e| format!("error calling parseInt: {e}")),
                 Val::NoValue => Err("invalid value; expected string".into()),
@@ -353,56 +355,6 @@ impl Arg {
             _ => false,
         }
     }
-}
-
-/// Go's `strconv.ParseUint(s, base, bitSize)`, its error text included
-/// (digit separators, which Go allows with base 0, are not).
-pub(crate) fn go_parse_uint(s: &str, base: u32, bits: i64) -> Result<u64, String> {
-    let fail = |what: &str| format!("strconv.ParseUint: parsing {s:?}: {what}");
-    if s.is_empty() {
-        return Err(fail("invalid syntax"));
-    }
-    let (digits, base) = match base {
-        0 => {
-            let b = s.as_bytes();
-            match (b[0], b.get(1).map(u8::to_ascii_lowercase)) {
-                (b'0', Some(b'x')) => (&s[2..], 16),
-                (b'0', Some(b'o')) => (&s[2..], 8),
-                (b'0', Some(b'b')) => (&s[2..], 2),
-                (b'0', Some(_)) => (&s[1..], 8),
-                _ => (s, 10),
-            }
-        }
-        2..=36 => (s, base),
-        _ => {
-            return Err(format!(
-                "strconv.ParseUint: parsing {s:?}: invalid base {base}"
-            ));
-        }
-    };
-    let bits = match bits {
-        0 => 64,
-        1..=64 => bits as u32,
-        _ => {
-            return Err(format!(
-                "strconv.ParseUint: parsing {s:?}: invalid bit size {bits}"
-            ));
-        }
-    };
-    if digits.is_empty() || digits.starts_with('+') {
-        return Err(fail("invalid syntax"));
-    }
-    let v = match u64::from_str_radix(digits, base) {
-        Ok(v) => v,
-        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
-            return Err(fail("value out of range"));
-        }
-        Err(_) => return Err(fail("invalid syntax")),
-    };
-    if bits < 64 && v >> bits != 0 {
-        return Err(fail("value out of range"));
-    }
-    Ok(v)
 }
 
 struct Parser<'s> {
