@@ -156,8 +156,8 @@ impl Erratic {
         let n = self.queries.fetch_add(1, Ordering::Relaxed);
         let c = &self.config;
         Fate {
-            drop: c.drop > 0 && n % c.drop == 0,
-            delay: c.delay > 0 && n % c.delay == 0,
+            drop: c.drop > 0 && n.is_multiple_of(c.drop),
+            delay: c.delay > 0 && n.is_multiple_of(c.delay),
             truncate: c.truncate > 0 && n & c.truncate == 0,
         }
     }
@@ -207,9 +207,10 @@ const SOA_VALUES: [u32; 5] = [2018050825, 7200, 3600, 1209600, 3600];
 /// The zone transfer CoreDNS's erratic sends for an AXFR of QNAME, in one
 /// message: SOA, NS `b.QNAME`, NS `a.QNAME`, AAAA for `a.` and `b.`, and
 /// the closing SOA unless the reply is one to truncate. All TTLs are 0.
-/// When the names cannot be formed (the root, where CoreDNS's would be
-/// `a..`, or a name too long for another label) CoreDNS fails to pack the
-/// message and sends nothing; so does this.
+/// When the names cannot be formed nothing is sent: for the root, where
+/// CoreDNS's would be `a..`, CoreDNS fails to pack the message and sends
+/// nothing too; for a name too long for another label it sends a message
+/// that does not parse (README, Differences from CoreDNS).
 fn transfer(req: &Request<'_>, w: &mut ResponseWriter, truncate: bool) {
     let zone = req.qname();
     let names = (!zone.is_root())
