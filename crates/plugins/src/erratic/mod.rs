@@ -213,16 +213,15 @@ const SOA_VALUES: [u32; 5] = [2018050825, 7200, 3600, 1209600, 3600];
 /// that does not parse (README, Differences from CoreDNS).
 fn transfer(req: &Request<'_>, w: &mut ResponseWriter, truncate: bool) {
     let zone = req.qname();
-    let names = (!zone.is_root())
-        .then(|| {
-            Some((
-                zone.prepend_label(b"a").ok()?,
-                zone.prepend_label(b"b").ok()?,
-            ))
-        })
-        .flatten();
-    let (Some((a, b)), Ok(mname), Ok(rname)) = (
-        names,
+    // `LABEL.QNAME`, when that is a name.
+    let under = |label: &[u8]| {
+        (!zone.is_root())
+            .then(|| zone.prepend_label(label).ok())
+            .flatten()
+    };
+    let (Some(a), Some(b), Ok(mname), Ok(rname)) = (
+        under(b"a"),
+        under(b"b"),
         Name::from_ascii("sns.dns.icann.org."),
         Name::from_ascii("noc.dns.icann.org."),
     ) else {
