@@ -1,7 +1,8 @@
 //! Feeds arbitrary packets through the server's whole synchronous pass
 //! (parse, checks, zone selection, the plugin chains, scrub) with a fixed
 //! Corefile of real plugins: kubernetes (from the plugin's test objects),
-//! file, hosts, template, rewrite, chaos, whoami, any, acl, loadbalance.
+//! file, hosts, template, rewrite, chaos, whoami, any, acl, loadbalance,
+//! erratic.
 //! The packet's ID picks the transport (bit 0: TCP) and the client's
 //! family (bit 1: IPv6).
 //! Checks that:
@@ -39,6 +40,12 @@ const COREFILE: &str = r#"cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
 example.org:53 {
  file db.example.org
 }
+erratic.test:53 {
+ erratic {
+  drop 0
+  large
+ }
+}
 .:53 {
  acl {
   block type AXFR
@@ -71,7 +78,9 @@ const OBJECTS: &str = include_str!("../../crates/plugins/src/kubernetes/testdata
 
 /// The instance, built once: setting up the plugins per input would cost
 /// more than the query. Nothing in this Corefile keeps state between
-/// queries (no cache), so an input's reply does not depend on the others.
+/// queries that changes a reply (no cache; erratic counts the queries but
+/// drops, delays and truncates none), so an input's reply does not depend
+/// on the others.
 /// The instance lives as long as the process. Its start-up hooks are not
 /// `Sync`, so it cannot sit in a static: a thread-local keeps it
 /// (libFuzzer runs every input on one thread), and through it LeakSanitizer
@@ -120,6 +129,7 @@ fn check(mux: &Mux) {
         "www.example.org",
         "h.test",
         "7.tmpl.test",
+        "x.erratic.test",
     ] {
         let reply = ask(mux, name);
         let m = Message::parse(&reply).expect("a reply");

@@ -4,26 +4,19 @@
 //! compared; bad arguments refused with the same text. Skips when the
 //! reference binary is not built, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod common;
+
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
 use clusterdns_test_support::{
-    Differential, Outcome, Query, ServerSpec, TtlMode, block_setup_errors_differ, compare,
-    compare_metrics, coredns_or_skip, exchange_from,
+    Differential, Outcome, Query, TtlMode, block_setup_errors_differ, compare, compare_metrics,
+    coredns_or_skip, exchange_from,
 };
 
 fn clusterdns() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
-
-fn differential(coredns: &Path, corefile: &str) -> Differential {
-    Differential::between(
-        None,
-        ServerSpec::coredns_at(coredns, corefile),
-        ServerSpec::clusterdns_at(clusterdns(), corefile),
-    )
-    .expect("start both")
 }
 
 /// `q` over UDP from `from` to both servers; a description of each
@@ -85,7 +78,7 @@ const COREFILE: &str = ".:@PORT@ {
 #[test]
 fn policies_answer_as_coredns() {
     let coredns = coredns_or_skip!();
-    let diff = differential(&coredns, COREFILE);
+    let diff = common::differential(&coredns, COREFILE);
     let mut bad = Vec::new();
     let mut saw_block = false;
     let mut saw_silence = false;

@@ -15,6 +15,7 @@ pub mod cancel;
 pub mod chaos;
 pub mod debug;
 pub mod dns64;
+pub mod erratic;
 pub mod errors;
 pub mod file;
 pub mod forward;
@@ -85,6 +86,7 @@ pub fn registry() -> Vec<PluginDef> {
         file::DEF,
         loop_::DEF,
         forward::DEF,
+        erratic::DEF,
         whoami::DEF,
         view::DEF,
     ]

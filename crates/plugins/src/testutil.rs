@@ -81,6 +81,26 @@ pub(crate) fn run_raw(plugins: &[Arc<dyn Plugin>], pkt: &[u8], proto: Proto) -> 
     w.bytes().to_vec()
 }
 
+/// Like [`run_raw`], but a query a plugin defers goes on, as in the
+/// server, on the asynchronous path ([`Chain::run_async_from`]), on a
+/// current-thread runtime with timers.
+pub(crate) fn run_raw_async(plugins: &[Arc<dyn Plugin>], pkt: &[u8], proto: Proto) -> Vec<u8> {
+    let q = Query::parse(pkt).expect("test query parses");
+    let zone = Name::root();
+    let mut req: Request<'_> = testing::request(&q, &zone);
+    req.proto = proto;
+    let chain = Chain::new(plugins.to_vec());
+    let mut w = ResponseWriter::new();
+    if let Err(deferred) = chain.run_sync(&req, &mut w) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("test runtime");
+        rt.block_on(chain.run_async_from(deferred, &req, &mut w));
+    }
+    w.bytes().to_vec()
+}
+
 /// Runs `pkt` over UDP and decodes the reply.
 pub(crate) fn run(plugins: &[Arc<dyn Plugin>], pkt: &[u8]) -> Reply {
     testing::reply(&run_raw(plugins, pkt, Proto::Udp))

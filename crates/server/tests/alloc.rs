@@ -428,6 +428,24 @@ fn whoami() {
     );
 }
 
+#[test]
+fn erratic() {
+    let d = tempdir();
+    // Dropping off (a dropped query writes nothing to measure), and no
+    // truncation: the harness takes TC over TCP for a server bug, where
+    // erratic sets it on purpose (a TC reply is built as the others).
+    zero_alloc(
+        "erratic",
+        ".:53 {\n erratic {\n  drop 0\n }\n}",
+        d.path(),
+        &[
+            ask("example.org.", A, NOERROR, 1),
+            ask("a.long.name.example.org.", AAAA, NOERROR, 1),
+            ask("x.", TXT, SERVFAIL, 0),
+        ],
+    );
+}
+
 const HOSTS: &str = "hosts {
   10.0.0.1 a.example.org
   10.0.0.2 a.example.org

@@ -21,6 +21,21 @@ pub fn binary() -> PathBuf {
     }
 }
 
+/// The reference CoreDNS at `coredns` and this binary started on the same
+/// Corefile template (`@PORT@` and the other substitutions of
+/// [`clusterdns_test_support::ServerSpec`]), for differential tests.
+pub fn differential(
+    coredns: &std::path::Path,
+    corefile: &str,
+) -> clusterdns_test_support::Differential {
+    clusterdns_test_support::Differential::between(
+        None,
+        clusterdns_test_support::ServerSpec::coredns_at(coredns, corefile),
+        clusterdns_test_support::ServerSpec::clusterdns_at(&binary(), corefile),
+    )
+    .expect("start both")
+}
+
 /// A port free for both UDP and TCP on 127.0.0.1 right now, below the
 /// ephemeral range and not handed out before in this process
 /// ([`clusterdns_test_support::free_port`]).

@@ -113,6 +113,21 @@ pub fn parse_uint(d: &Directive, s: &str) -> Result<u32, ConfigError> {
     })
 }
 
+/// A signed 32-bit integer, with the texts of Go's `strconv.ParseInt(s,
+/// 10, 32)`: `invalid syntax` for anything that is not a decimal integer,
+/// `value out of range` for one that does not fit (*erratic*'s amounts).
+pub fn parse_int32(d: &Directive, s: &str) -> Result<i32, ConfigError> {
+    s.parse::<i32>().map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        d.err(format!("strconv.ParseInt: parsing {s:?}: {why}"))
+    })
+}
+
 /// A record TTL option (`ttl N`) as CoreDNS's *kubernetes* and
 /// *k8s_external* read it: `strconv.Atoi`, then 0 to 3600 seconds.
 pub fn ttl_0_3600(d: &Directive) -> Result<u32, ConfigError> {
