@@ -106,26 +106,18 @@ pub fn atoi<T: FromStr>(d: &Directive, s: &str) -> Result<T, ConfigError> {
 /// An unsigned 32-bit count, with the text of Go's `strconv.ParseUint(s,
 /// 10, 32)` for anything else (forward's `max_fails`, for one).
 pub fn parse_uint(d: &Directive, s: &str) -> Result<u32, ConfigError> {
-    s.parse::<u32>().map_err(|_| {
-        d.err(format!(
-            "strconv.ParseUint: parsing \"{s}\": invalid syntax"
-        ))
-    })
+    clusterdns_gocompat::strconv::parse_uint(s, 10, 32)
+        .map_err(|e| d.err(e.to_string()))
+        .and_then(|n| u32::try_from(n).map_err(|e| d.err(e.to_string())))
 }
 
 /// A signed 32-bit integer, with the texts of Go's `strconv.ParseInt(s,
 /// 10, 32)`: `invalid syntax` for anything that is not a decimal integer,
 /// `value out of range` for one that does not fit (*erratic*'s amounts).
 pub fn parse_int32(d: &Directive, s: &str) -> Result<i32, ConfigError> {
-    s.parse::<i32>().map_err(|e| {
-        let why = match e.kind() {
-            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
-                "value out of range"
-            }
-            _ => "invalid syntax",
-        };
-        d.err(format!("strconv.ParseInt: parsing {s:?}: {why}"))
-    })
+    clusterdns_gocompat::strconv::parse_int(s, 10, 32)
+        .map_err(|e| d.err(e.to_string()))
+        .and_then(|n| i32::try_from(n).map_err(|e| d.err(e.to_string())))
 }
 
 /// A record TTL option (`ttl N`) as CoreDNS's *kubernetes* and
