@@ -599,16 +599,31 @@ async fn start_dns(
 ) -> std::io::Result<Listening> {
     let mux = Arc::new(ArcSwap::from_pointee(mux));
     let passed = inherited.take(SocketKind::Udp, addr);
-    let udp = if passed.is_empty() {
-        UdpListener::start(addr, mux.clone(), workers, rt.clone())?
+    let passed_tcp = inherited.take(SocketKind::Tcp, addr).pop();
+    let (udp, tcp) = if passed.is_empty() && passed_tcp.is_none() {
+        // TCP on the same port the UDP side got (they differ only for
+        // port 0).
+        same_port(
+            addr.port(),
+            || {
+                let u = UdpListener::start(addr, mux.clone(), workers, rt.clone())?;
+                let port = u.local.port();
+                Ok((u, port))
+            },
+            |port| bind_tcp(SocketAddr::new(addr.ip(), port)),
+            |u| drop(u.stop()),
+        )?
     } else {
-        UdpListener::adopt(passed, mux.clone(), rt.clone())?
-    };
-    // TCP on the same port the UDP side got (they differ only for port 0).
-    let tcp_addr = SocketAddr::new(addr.ip(), udp.local.port());
-    let tcp = match inherited.take(SocketKind::Tcp, addr).pop() {
-        Some(fd) => adopt_tcp(fd),
-        None => bind_tcp(tcp_addr),
+        let udp = if passed.is_empty() {
+            UdpListener::start(addr, mux.clone(), workers, rt.clone())?
+        } else {
+            UdpListener::adopt(passed, mux.clone(), rt.clone())?
+        };
+        let tcp = match passed_tcp {
+            Some(fd) => adopt_tcp(fd),
+            None => bind_tcp(SocketAddr::new(addr.ip(), udp.local.port())),
+        };
+        (udp, tcp)
     };
     let tcp = match tcp.and_then(|t| {
         let fd = socket2::SockRef::from(&t).try_clone()?;
@@ -631,6 +646,43 @@ async fn start_dns(
     })
 }
 
+/// How many ports the kernel may pick for a port-0 listener before
+/// binding gives up.
+const PORT_PICKS: usize = 16;
+
+/// A UDP side from `udp` and a TCP side from `tcp` on the port the UDP
+/// side got. For port 0 the kernel picks that port among UDP's free ones,
+/// and its TCP twin may be taken (by a client's connection, or one in
+/// TIME_WAIT, which a listener cannot share): then the kernel picks
+/// again, up to [`PORT_PICKS`] times, the refused UDP sides `release`d
+/// only afterwards so that no pick repeats one of them. A fixed port is
+/// tried once. The TCP side's error, if any, is returned with its UDP side.
+fn same_port<U, T>(
+    port: u16,
+    mut udp: impl FnMut() -> std::io::Result<(U, u16)>,
+    mut tcp: impl FnMut(u16) -> std::io::Result<T>,
+    release: impl Fn(U),
+) -> std::io::Result<(U, std::io::Result<T>)> {
+    let picks = if port == 0 { PORT_PICKS } else { 1 };
+    let mut refused = Vec::new();
+    let mut last = None;
+    for _ in 0..picks {
+        let (u, got) = udp()?;
+        match tcp(got) {
+            Err(e) if port == 0 && e.kind() == std::io::ErrorKind::AddrInUse => {
+                refused.push(u);
+                last = Some(e);
+            }
+            t => {
+                refused.into_iter().for_each(&release);
+                return Ok((u, t));
+            }
+        }
+    }
+    refused.into_iter().for_each(&release);
+    Err(last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrInUse)))
+}
+
 /// A listening TCP socket another process bound.
 fn adopt_tcp(fd: OwnedFd) -> std::io::Result<tokio::net::TcpListener> {
     let l = std::net::TcpListener::from(fd);
@@ -642,4 +694,64 @@ fn adopt_tcp(fd: OwnedFd) -> std::io::Result<tokio::net::TcpListener> {
 /// IPv6-only (the IPv4 side, if any, is a listener of its own).
 fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     listen::exact(addr, true).and_then(tokio::net::TcpListener::from_std)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::io::{Error, ErrorKind};
+
+    /// Picks ports from `picks` for the UDP side; the TCP side is refused
+    /// (in use) on every port in `taken`. Returns what `same_port` gave and
+    /// the UDP sides released.
+    fn pick(
+        port: u16,
+        picks: &[u16],
+        taken: &[u16],
+    ) -> (std::io::Result<(u16, std::io::Result<u16>)>, Vec<u16>) {
+        let mut next = picks.iter().copied();
+        let released = RefCell::new(Vec::new());
+        let got = same_port(
+            port,
+            || {
+                let p = next.next().ok_or_else(|| Error::other("no more ports"))?;
+                Ok((p, p))
+            },
+            |p| {
+                if taken.contains(&p) {
+                    Err(Error::from(ErrorKind::AddrInUse))
+                } else {
+                    Ok(p)
+                }
+            },
+            |p| released.borrow_mut().push(p),
+        );
+        (got, released.into_inner())
+    }
+
+    #[test]
+    fn port_zero_picks_again_while_the_tcp_twin_is_taken() {
+        let (got, released) = pick(0, &[40001, 40002, 40003], &[40001, 40002]);
+        let (udp, tcp) = got.expect("a pair");
+        assert_eq!((udp, tcp.expect("tcp bound")), (40003, 40003));
+        assert_eq!(released, vec![40001, 40002], "the refused UDP sides closed");
+    }
+
+    #[test]
+    fn port_zero_gives_up_after_its_picks() {
+        let ports: Vec<u16> = (1..=PORT_PICKS as u16 + 1).collect();
+        let (got, released) = pick(0, &ports, &ports);
+        assert_eq!(got.err().map(|e| e.kind()), Some(ErrorKind::AddrInUse));
+        assert_eq!(released.len(), PORT_PICKS, "every refused UDP side closed");
+    }
+
+    #[test]
+    fn a_fixed_port_is_tried_once() {
+        let (got, released) = pick(53, &[53, 53], &[53]);
+        let (udp, tcp) = got.expect("the UDP side, with the TCP side's error");
+        assert_eq!(udp, 53);
+        assert_eq!(tcp.err().map(|e| e.kind()), Some(ErrorKind::AddrInUse));
+        assert!(released.is_empty());
+    }
 }
