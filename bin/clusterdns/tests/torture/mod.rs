@@ -69,6 +69,39 @@ pub fn udp_drops(port: u16) -> u64 {
         .sum()
 }
 
+/// Datagrams the kernel dropped for a full receive buffer on every UDP
+/// socket of this network namespace, since boot (`RcvbufErrors` of
+/// `/proc/net/snmp`, IPv4 and IPv6): a delta over a run covers the
+/// client's sockets too, which are gone once it exits.
+pub fn udp_rcvbuf_errors() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default()
+        + &std::fs::read_to_string("/proc/net/snmp6").unwrap_or_default();
+    let mut total = 0;
+    let mut header: Option<Vec<&str>> = None;
+    for l in snmp.lines() {
+        if let Some(v) = l.strip_prefix("Udp6RcvbufErrors") {
+            total += v.trim().parse::<u64>().unwrap_or(0);
+            continue;
+        }
+        let Some(rest) = l.strip_prefix("Udp: ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        match header.take() {
+            None => header = Some(fields),
+            Some(names) => {
+                if let Some(i) = names.iter().position(|n| *n == "RcvbufErrors") {
+                    total += fields
+                        .get(i)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0);
+                }
+            }
+        }
+    }
+    total
+}
+
 /// Samples a process's RSS and descriptor count every 100 ms until
 /// dropped or [`Watch::peak`] is called.
 pub struct Watch {
