@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use clusterdns_server::{ConfigSource, Options, Serving, control, serve};
+use clusterdns_server::{ConfigSource, Controller, Options, Serving, control, serve};
 
 fn options(corefile: &std::path::Path) -> Options {
     Options {
@@ -23,10 +23,8 @@ fn options(corefile: &std::path::Path) -> Options {
     }
 }
 
-/// Held by the tests that bind port 0 and query over TCP: the server
-/// takes the UDP port the kernel chose for TCP too, which fails when a
-/// concurrent test's dig happens to hold that port as its ephemeral TCP
-/// source port.
+/// Held by the tests that pick ports or fill the machine's TCP ports with
+/// TIME_WAIT, so that one does not take another's.
 static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The caller's runtime, as a binary builds it.
@@ -52,25 +50,45 @@ fn dig(addr: SocketAddr, name: &str, qtype: &str, tcp: bool) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Writes a Corefile serving `web.example.` at `ip` on 127.0.0.1, port 0.
+fn hosts_on_port_zero(corefile: &std::path::Path, ip: &str) {
+    let text = format!(
+        ".:0 {{\n    bind 127.0.0.1\n    hosts {{\n        {ip} web.example.\n    }}\n}}\n"
+    );
+    std::fs::write(corefile, text).unwrap();
+}
+
+/// Waits (10 s at most) until the server started by `controller` serves;
+/// `None` if it stopped first.
+fn serving(rt: &tokio::runtime::Runtime, controller: &mut Controller) -> Option<Serving> {
+    rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), controller.serving()).await })
+        .expect("serving within 10 s")
+}
+
+/// Asks the server to stop; `serve` returns Ok within 10 s.
+fn stop(
+    rt: &tokio::runtime::Runtime,
+    controller: &Controller,
+    server: tokio::task::JoinHandle<Result<(), clusterdns_server::ServerError>>,
+) {
+    controller.shutdown();
+    let done = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), server).await })
+        .expect("stopped within 10 s")
+        .expect("the serve task did not panic");
+    assert!(done.is_ok(), "{done:?}");
+}
+
 #[test]
 fn serves_once_bound_reloads_and_stops_when_asked() {
     let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let corefile = dir.path().join("Corefile");
-    std::fs::write(
-        &corefile,
-        ".:0 {\n    bind 127.0.0.1\n    hosts {\n        10.1.2.3 web.example.\n    }\n}\n",
-    )
-    .unwrap();
+    hosts_on_port_zero(&corefile, "10.1.2.3");
     let rt = runtime(2);
     let (mut controller, ctl) = control();
     let server = rt.spawn(serve(options(&corefile), ctl));
-    let serving: Serving = rt
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), controller.serving()).await
-        })
-        .expect("serving within 10 s")
-        .expect("serving, not stopped");
+    let serving = serving(&rt, &mut controller).expect("serving, not stopped");
     assert_eq!(serving.dns.len(), 1, "{serving:?}");
     let addr = serving.dns[0];
     assert_eq!(addr.ip(), std::net::IpAddr::from([127, 0, 0, 1]));
@@ -80,11 +98,7 @@ fn serves_once_bound_reloads_and_stops_when_asked() {
     assert_eq!(dig(addr, "web.example.", "A", true), "10.1.2.3");
 
     // Reload on request: the listener stays, its zone table changes.
-    std::fs::write(
-        &corefile,
-        ".:0 {\n    bind 127.0.0.1\n    hosts {\n        10.9.9.9 web.example.\n    }\n}\n",
-    )
-    .unwrap();
+    hosts_on_port_zero(&corefile, "10.9.9.9");
     controller.reload();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -96,12 +110,7 @@ fn serves_once_bound_reloads_and_stops_when_asked() {
     }
 
     // Stop on request: `serve` returns Ok, and the port is closed.
-    controller.shutdown();
-    let done = rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(10), server).await })
-        .expect("stopped within 10 s")
-        .expect("the serve task did not panic");
-    assert!(done.is_ok(), "{done:?}");
+    stop(&rt, &controller, server);
     let deadline = Instant::now() + Duration::from_secs(5);
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
         assert!(Instant::now() < deadline, "still accepting TCP after stop");
@@ -109,6 +118,47 @@ fn serves_once_bound_reloads_and_stops_when_asked() {
     }
     let after = dig(addr, "web.example.", "A", false);
     assert!(after.contains("no servers could be reached"), "{after}");
+}
+
+/// A port-0 listener takes the UDP port the kernel picks for TCP too; a
+/// client's connection in TIME_WAIT on that port refuses a listener (what
+/// failed a CI run after tests that had closed thousands of connections).
+/// Connect's ephemeral ports are even, so with those held by TIME_WAIT
+/// about half of the kernel's UDP picks collide: each start here must
+/// still serve, over UDP and TCP.
+#[test]
+fn port_zero_serves_while_time_wait_holds_tcp_ports() {
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = l.local_addr().unwrap();
+    // The client closes first, so the TIME_WAIT is the client's port's.
+    for _ in 0..15_000 {
+        let Ok(c) = std::net::TcpStream::connect(to) else {
+            break;
+        };
+        let Ok((a, _)) = l.accept() else { break };
+        drop(c);
+        drop(a);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let corefile = dir.path().join("Corefile");
+    hosts_on_port_zero(&corefile, "10.1.2.3");
+    let rt = runtime(2);
+    for start in 0..8 {
+        let (mut controller, ctl) = control();
+        let server = rt.spawn(serve(options(&corefile), ctl));
+        let Some(serving) = serving(&rt, &mut controller) else {
+            let err = rt.block_on(server).unwrap();
+            panic!("start {start}: stopped before serving: {err:?}");
+        };
+        let addr = serving.dns[0];
+        assert_eq!(
+            dig(addr, "web.example.", "A", true),
+            "10.1.2.3",
+            "start {start}"
+        );
+        stop(&rt, &controller, server);
+    }
 }
 
 #[test]
