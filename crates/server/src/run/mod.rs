@@ -11,15 +11,16 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use clusterdns_plugin::metrics::{Counter, Family, Gauge, Registry};
-use clusterdns_plugin::{PluginDef, error, info, listen, warning};
+use clusterdns_plugin::{PluginDef, error, info, warning};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::admin;
 use crate::instance::{ConfigSource, Instance, InstanceError};
-use crate::mux::Mux;
-use crate::passed::{ExportRequest, Exporter, Inherited, PassedSocket, SocketKind};
-use crate::tcp;
-use crate::udp::UdpListener;
+use crate::passed::{ExportRequest, Exporter, Inherited};
+
+mod listen;
+
+use listen::{Listening, start_dns};
 
 /// How the server is started.
 #[derive(Debug, Clone)]
@@ -150,29 +151,6 @@ impl Controller {
     }
 }
 
-/// A DNS listener that is serving: UDP workers and a TCP accept task
-/// sharing one swappable zone table.
-struct Listening {
-    mux: Arc<ArcSwap<Mux>>,
-    udp: UdpListener,
-    stop: watch::Sender<bool>,
-    /// A duplicate of the TCP listener, to hand to a successor.
-    tcp_fd: OwnedFd,
-    /// The TCP side, finished once its connections are.
-    tcp_task: tokio::task::JoinHandle<()>,
-}
-
-impl Listening {
-    /// Stops receiving and accepting; the handles end once what was in
-    /// flight is answered.
-    fn stop(self) -> Vec<tokio::task::JoinHandle<()>> {
-        let _ = self.stop.send(true);
-        let mut tasks = self.udp.stop();
-        tasks.push(self.tcp_task);
-        tasks
-    }
-}
-
 /// An admin HTTP listener that is serving.
 struct AdminServing {
     routes: admin::Routes,
@@ -294,7 +272,7 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
     };
     if let Some(tx) = control.serving.take() {
         let _ = tx.send(Serving {
-            dns: state.dns.values().map(|s| s.udp.local).collect(),
+            dns: state.dns.values().map(Listening::local).collect(),
             admin: state.admin.keys().copied().collect(),
         });
     }
@@ -317,7 +295,10 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
             // Asked to stop, or the controller is gone.
             _ = control.shutdown.wait_for(|stop| *stop) => break,
             Some(req) = control.exports.recv() => {
-                let _ = req.send(export(&state));
+                let _ = req.send(listen::export(
+                    &state.dns,
+                    state.admin.iter().map(|(addr, a)| (addr, &a.fd)),
+                ));
                 continue;
             }
             _ = control.reload.notified() => true,
@@ -419,39 +400,6 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
 /// The longest a stopping server waits for the queries in flight.
 const DRAIN: Duration = Duration::from_secs(5);
 
-/// Duplicates of every socket `state` serves on.
-fn export(state: &State) -> Vec<PassedSocket> {
-    let mut out = Vec::new();
-    for (addr, l) in &state.dns {
-        for fd in &l.udp.fds {
-            if let Ok(fd) = fd.try_clone() {
-                out.push(PassedSocket {
-                    kind: SocketKind::Udp,
-                    addr: *addr,
-                    fd,
-                });
-            }
-        }
-        if let Ok(fd) = l.tcp_fd.try_clone() {
-            out.push(PassedSocket {
-                kind: SocketKind::Tcp,
-                addr: *addr,
-                fd,
-            });
-        }
-    }
-    for (addr, a) in &state.admin {
-        if let Ok(fd) = a.fd.try_clone() {
-            out.push(PassedSocket {
-                kind: SocketKind::Tcp,
-                addr: *addr,
-                fd,
-            });
-        }
-    }
-    out
-}
-
 fn run_hooks(hooks: Vec<clusterdns_plugin::setup::Hook>) {
     for h in hooks {
         if let Err(e) = h() {
@@ -501,15 +449,7 @@ async fn apply(
         if state.admin.contains_key(addr) {
             continue;
         }
-        let bound = match inherited.take(SocketKind::Tcp, *addr).pop() {
-            Some(fd) => adopt_tcp(fd),
-            // Dual-stack for a wildcard, as CoreDNS's Go listener is.
-            None => listen::tcp(*addr).and_then(tokio::net::TcpListener::from_std),
-        };
-        match bound.and_then(|l| {
-            let fd = socket2::SockRef::from(&l).try_clone()?;
-            Ok((l, OwnedFd::from(fd)))
-        }) {
+        match listen::admin(*addr, inherited) {
             Ok((listener, fd)) => {
                 let routes: admin::Routes = Arc::new(ArcSwap::from_pointee(routes.clone()));
                 let (stop, rx) = watch::channel(false);
@@ -588,170 +528,4 @@ async fn apply(
     let mut old_shared = old.shared;
     run_hooks(std::mem::take(&mut old_shared.on_shutdown));
     Ok(())
-}
-
-async fn start_dns(
-    addr: SocketAddr,
-    mux: Mux,
-    workers: usize,
-    rt: &tokio::runtime::Handle,
-    inherited: &Inherited,
-) -> std::io::Result<Listening> {
-    let mux = Arc::new(ArcSwap::from_pointee(mux));
-    let passed = inherited.take(SocketKind::Udp, addr);
-    let passed_tcp = inherited.take(SocketKind::Tcp, addr).pop();
-    let (udp, tcp) = if passed.is_empty() && passed_tcp.is_none() {
-        // TCP on the same port the UDP side got (they differ only for
-        // port 0).
-        same_port(
-            addr.port(),
-            || {
-                let u = UdpListener::start(addr, mux.clone(), workers, rt.clone())?;
-                let port = u.local.port();
-                Ok((u, port))
-            },
-            |port| bind_tcp(SocketAddr::new(addr.ip(), port)),
-            |u| drop(u.stop()),
-        )?
-    } else {
-        let udp = if passed.is_empty() {
-            UdpListener::start(addr, mux.clone(), workers, rt.clone())?
-        } else {
-            UdpListener::adopt(passed, mux.clone(), rt.clone())?
-        };
-        let tcp = match passed_tcp {
-            Some(fd) => adopt_tcp(fd),
-            None => bind_tcp(SocketAddr::new(addr.ip(), udp.local.port())),
-        };
-        (udp, tcp)
-    };
-    let tcp = match tcp.and_then(|t| {
-        let fd = socket2::SockRef::from(&t).try_clone()?;
-        Ok((t, OwnedFd::from(fd)))
-    }) {
-        Ok(t) => t,
-        Err(e) => {
-            udp.stop();
-            return Err(e);
-        }
-    };
-    let (stop, rx) = watch::channel(false);
-    let tcp_task = tokio::spawn(tcp::serve(tcp.0, mux.clone(), rx));
-    Ok(Listening {
-        mux,
-        udp,
-        stop,
-        tcp_fd: tcp.1,
-        tcp_task,
-    })
-}
-
-/// How many ports the kernel may pick for a port-0 listener before
-/// binding gives up.
-const PORT_PICKS: usize = 16;
-
-/// A UDP side from `udp` and a TCP side from `tcp` on the port the UDP
-/// side got. For port 0 the kernel picks that port among UDP's free ones,
-/// and its TCP twin may be taken (by a client's connection, or one in
-/// TIME_WAIT, which a listener cannot share): then the kernel picks
-/// again, up to [`PORT_PICKS`] times, the refused UDP sides `release`d
-/// only afterwards so that no pick repeats one of them. A fixed port is
-/// tried once. The TCP side's error, if any, is returned with its UDP side.
-fn same_port<U, T>(
-    port: u16,
-    mut udp: impl FnMut() -> std::io::Result<(U, u16)>,
-    mut tcp: impl FnMut(u16) -> std::io::Result<T>,
-    release: impl Fn(U),
-) -> std::io::Result<(U, std::io::Result<T>)> {
-    let picks = if port == 0 { PORT_PICKS } else { 1 };
-    let mut refused = Vec::new();
-    let mut last = None;
-    for _ in 0..picks {
-        let (u, got) = udp()?;
-        match tcp(got) {
-            Err(e) if port == 0 && e.kind() == std::io::ErrorKind::AddrInUse => {
-                refused.push(u);
-                last = Some(e);
-            }
-            t => {
-                refused.into_iter().for_each(&release);
-                return Ok((u, t));
-            }
-        }
-    }
-    refused.into_iter().for_each(&release);
-    Err(last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrInUse)))
-}
-
-/// A listening TCP socket another process bound.
-fn adopt_tcp(fd: OwnedFd) -> std::io::Result<tokio::net::TcpListener> {
-    let l = std::net::TcpListener::from(fd);
-    l.set_nonblocking(true)?;
-    tokio::net::TcpListener::from_std(l)
-}
-
-/// A DNS listener's TCP socket: on exactly its address, an IPv6 one
-/// IPv6-only (the IPv4 side, if any, is a listener of its own).
-fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    listen::exact(addr, true).and_then(tokio::net::TcpListener::from_std)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::RefCell;
-    use std::io::{Error, ErrorKind};
-
-    /// Picks ports from `picks` for the UDP side; the TCP side is refused
-    /// (in use) on every port in `taken`. Returns what `same_port` gave and
-    /// the UDP sides released.
-    fn pick(
-        port: u16,
-        picks: &[u16],
-        taken: &[u16],
-    ) -> (std::io::Result<(u16, std::io::Result<u16>)>, Vec<u16>) {
-        let mut next = picks.iter().copied();
-        let released = RefCell::new(Vec::new());
-        let got = same_port(
-            port,
-            || {
-                let p = next.next().ok_or_else(|| Error::other("no more ports"))?;
-                Ok((p, p))
-            },
-            |p| {
-                if taken.contains(&p) {
-                    Err(Error::from(ErrorKind::AddrInUse))
-                } else {
-                    Ok(p)
-                }
-            },
-            |p| released.borrow_mut().push(p),
-        );
-        (got, released.into_inner())
-    }
-
-    #[test]
-    fn port_zero_picks_again_while_the_tcp_twin_is_taken() {
-        let (got, released) = pick(0, &[40001, 40002, 40003], &[40001, 40002]);
-        let (udp, tcp) = got.expect("a pair");
-        assert_eq!((udp, tcp.expect("tcp bound")), (40003, 40003));
-        assert_eq!(released, vec![40001, 40002], "the refused UDP sides closed");
-    }
-
-    #[test]
-    fn port_zero_gives_up_after_its_picks() {
-        let ports: Vec<u16> = (1..=PORT_PICKS as u16 + 1).collect();
-        let (got, released) = pick(0, &ports, &ports);
-        assert_eq!(got.err().map(|e| e.kind()), Some(ErrorKind::AddrInUse));
-        assert_eq!(released.len(), PORT_PICKS, "every refused UDP side closed");
-    }
-
-    #[test]
-    fn a_fixed_port_is_tried_once() {
-        let (got, released) = pick(53, &[53, 53], &[53]);
-        let (udp, tcp) = got.expect("the UDP side, with the TCP side's error");
-        assert_eq!(udp, 53);
-        assert_eq!(tcp.err().map(|e| e.kind()), Some(ErrorKind::AddrInUse));
-        assert!(released.is_empty());
-    }
 }
