@@ -274,14 +274,16 @@ fn helm_defaults_render_exactly_the_kustomize_objects() {
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}
         ])
     );
-    // Only NET_BIND_SERVICE, everything else dropped.
+    // Only NET_BIND_SERVICE, everything else dropped; `restricted`.
     let sc = serde_json::to_value(&c["securityContext"]).expect("json");
     assert_eq!(
         sc,
         serde_json::json!({
             "allowPrivilegeEscalation": false,
             "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
-            "readOnlyRootFilesystem": true
+            "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
+            "seccompProfile": {"type": "RuntimeDefault"}
         })
     );
 }
@@ -493,6 +495,132 @@ fn every_manifest_passes_server_side_dry_run() {
     let err = rig.kubectl(&["-n", "kube-system", "get", "deployment", "coredns"]);
     assert!(err.is_err(), "dry run created the Deployment: {err:?}");
 }
+
+/// The Pods of the cluster DNS and of the autoscaler, as deploy/ and the
+/// chart write them, pass the `restricted` Pod Security Standard: the API
+/// server's PodSecurity admission creates them (server-side dry run) in a
+/// namespace labelled to enforce it. node-local-dns's Pod is refused, for
+/// exactly the exceptions SECURITY.md lists with their reasons; that it is
+/// refused also shows the namespace enforces.
+#[test]
+fn cluster_dns_and_autoscaler_pods_pass_restricted_admission() {
+    let Some(helm) = helm_and_kubectl() else {
+        return;
+    };
+    let Some(private) = PrivateRig::start(&[]) else {
+        return;
+    };
+    let rig = private.rig();
+    let ns = "restricted";
+    rig.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    \
+         pod-security.kubernetes.io/enforce: restricted\n    \
+         pod-security.kubernetes.io/enforce-version: latest\n"
+    ))
+    .expect("namespace");
+    for sa in ["coredns", "kube-dns-autoscaler", "node-local-dns"] {
+        rig.kubectl(&["-n", ns, "create", "serviceaccount", sa])
+            .expect("service account");
+    }
+    // A Pod of `kind/name`'s template in `objects`, in the namespace.
+    let pod = |objects: &BTreeMap<String, Json>, key: &str| -> String {
+        let template = &objects.get(key).unwrap_or_else(|| panic!("{key}"))["spec"]["template"];
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "check", "namespace": ns},
+            "spec": template["spec"],
+        })
+        .to_string()
+    };
+    let create =
+        |pod: &str| rig.kubectl_with_input(&["create", "--dry-run=server", "-f", "-"], pod);
+    let kustomized = json_objects(&kubectl_kustomize());
+    let autoscaler = json_objects(&kustomize(&workspace_root().join("deploy/autoscaler")));
+    let charted = json_objects(&helm.template(
+        "kube-system",
+        &[
+            "--set",
+            "nodeCache.enabled=true",
+            "--set",
+            "autoscaler.enabled=true",
+        ],
+    ));
+    for (source, objects, key) in [
+        (
+            "deploy/cluster-dns",
+            &kustomized,
+            "Deployment/kube-system/coredns",
+        ),
+        (
+            "deploy/autoscaler",
+            &autoscaler,
+            "Deployment/kube-system/kube-dns-autoscaler",
+        ),
+        ("the chart", &charted, "Deployment/kube-system/coredns"),
+        (
+            "the chart",
+            &charted,
+            "Deployment/kube-system/kube-dns-autoscaler",
+        ),
+    ] {
+        let out = create(&pod(objects, key))
+            .unwrap_or_else(|e| panic!("{source} {key}: refused by `restricted`: {e}"));
+        assert!(out.contains("(server dry run)"), "{source} {key}: {out}");
+    }
+    // node-local-dns: refused, for its listed exceptions and nothing else.
+    let node_local = json_objects(&kustomize(&node_local_dns()));
+    let key = "DaemonSet/kube-system/node-local-dns";
+    for (source, objects) in [
+        ("deploy/node-local-dns", &node_local),
+        ("the chart", &charted),
+    ] {
+        let err = create(&pod(objects, key)).expect_err("node-local-dns is privileged");
+        let mut found = violations(&err.to_string());
+        found.sort_unstable();
+        let mut listed: Vec<String> = NODE_CACHE_EXCEPTIONS
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        listed.sort_unstable();
+        assert_eq!(found, listed, "{source}: {err}");
+    }
+}
+
+/// The checks a Pod failed, as PodSecurity admission names them: its
+/// refusal reads `violates PodSecurity "restricted:latest": check (detail),
+/// check (detail), ...`; the names, without their details.
+fn violations(err: &str) -> Vec<String> {
+    let Some((_, reasons)) = err.split_once("violates PodSecurity \"restricted:latest\": ") else {
+        panic!("not a PodSecurity refusal: {err}");
+    };
+    let reasons = reasons.lines().next().unwrap_or_default();
+    let (mut out, mut name, mut depth) = (Vec::new(), String::new(), 0u32);
+    for c in reasons.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => out.push(std::mem::take(&mut name).trim().to_string()),
+            _ if depth == 0 => name.push(c),
+            _ => {}
+        }
+    }
+    out.push(name.trim().to_string());
+    out.retain(|n| !n.is_empty());
+    out
+}
+
+/// Why node-local-dns's Pod cannot be `restricted`, as PodSecurity
+/// admission words it (SECURITY.md says why each is needed).
+const NODE_CACHE_EXCEPTIONS: [&str; 7] = [
+    "host namespaces",
+    "probe or lifecycle host",
+    "allowPrivilegeEscalation != false",
+    "unrestricted capabilities",
+    "restricted volume types",
+    "runAsNonRoot != true",
+    "seccompProfile",
+];
 
 fn get_json(rig: &Rig, args: &[&str]) -> Result<Json, String> {
     let mut all = vec!["get"];
@@ -792,11 +920,13 @@ fn json_objects(yaml: &str) -> BTreeMap<String, Json> {
 
 /// deploy/cluster-dns is kubeadm's CoreDNS addon, as the rig's kubeadm
 /// renders it, but for what deploy/README.md lists as deliberate: the
-/// image, no `endpoints` in the ClusterRole, and no `resourceVersion: "0"`
+/// image, no `endpoints` in the ClusterRole, no `resourceVersion: "0"`
 /// on the Service (kubeadm's template carries it for kubeadm's own update
-/// of the Service during upgrades; applied, it means nothing). Each of those
-/// must still be there in kubeadm's objects, so that a kubeadm that drops
-/// one is noticed too. The Corefile is compared first, as text.
+/// of the Service during upgrades; applied, it means nothing), and the
+/// container's `runAsNonRoot` and `seccompProfile` (the `restricted` Pod
+/// Security Standard). Each of those must still differ in kubeadm's
+/// objects, so that a kubeadm that changes one is noticed too. The
+/// Corefile is compared first, as text.
 #[test]
 fn deploy_cluster_dns_is_kubeadms_coredns_addon() {
     let Some(kubeadm) = Kubeadm::new() else {
@@ -832,6 +962,16 @@ fn deploy_cluster_dns_is_kubeadms_coredns_addon() {
         "{kubeadms}"
     );
     *image = IMAGE.into();
+    // The one difference in the Pod: what the `restricted` Pod Security
+    // Standard asks for beyond kubeadm's security context (SECURITY.md;
+    // `cluster_dns_and_autoscaler_pods_pass_restricted_admission`).
+    let sc = &mut theirs.get_mut(key).expect(key)["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+    assert!(
+        sc.get("runAsNonRoot").is_none() && sc.get("seccompProfile").is_none(),
+        "kubeadm sets {sc}: take its values"
+    );
+    sc["runAsNonRoot"] = true.into();
+    sc["seccompProfile"] = serde_json::json!({"type": "RuntimeDefault"});
 
     let key = "ClusterRole//system:coredns";
     let core = &mut theirs.get_mut(key).expect(key)["rules"][0];
