@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use clusterdns_plugin::metrics::Registry;
 use clusterdns_plugin::{Chain, Plugin, testing};
-use clusterdns_wire::{Class, Header, MessageBuilder, RData, Section};
+use clusterdns_wire::{Class, Header, Message, MessageBuilder, Query, RData, Rtype, Section};
 
+use super::insert::answers_question;
 use super::*;
 
 #[derive(Debug, Default)]
