@@ -15,6 +15,11 @@
 //! shell, and the agent run from that layer making and removing its
 //! interception, in both modes, with those tools.
 //!
+//! Beside each archive, its SBOM lists what the image holds (the crates
+//! `cargo tree` says the binary links, the Debian package of every other
+//! file), and building the image again from the same commit and binary gives
+//! the same digest.
+//!
 //! The archives are `$CLUSTERDNS_IMAGE` and `$CLUSTERDNS_NODE_CACHE_IMAGE`
 //! (scripts/test builds them and sets them). Without one its test is
 //! skipped with a message, unless
@@ -165,6 +170,20 @@ fn unpack(archive: &Path, dir: &Path, name_prefix: &str) -> (Value, PathBuf) {
     (config, layer)
 }
 
+/// The layer's files (`only` these, if any named) under `dir/rootfs`,
+/// with their file capabilities.
+fn extract(dir: &Path, layer: &Path, only: &[&str]) -> PathBuf {
+    let rootfs = dir.join("rootfs");
+    std::fs::create_dir(&rootfs).expect("mkdir");
+    run(Command::new("tar")
+        .args(["--xattrs", "--xattrs-include=security.capability", "-C"])
+        .arg(&rootfs)
+        .arg("-xf")
+        .arg(layer)
+        .args(only));
+    rootfs
+}
+
 struct Killed(Child);
 
 impl Drop for Killed {
@@ -209,13 +228,7 @@ fn image_config_layer_and_binary() {
     for l in listing.lines() {
         assert!(!l.starts_with('l') && !l.starts_with('h'), "a link: {l}");
     }
-    let rootfs = dir.path().join("rootfs");
-    std::fs::create_dir(&rootfs).expect("mkdir");
-    run(Command::new("tar")
-        .args(["--xattrs", "--xattrs-include=security.capability", "-C"])
-        .arg(&rootfs)
-        .arg("-xf")
-        .arg(&layer));
+    let rootfs = extract(dir.path(), &layer, &[]);
     let bin = rootfs.join("clusterdns");
     let headers = run(Command::new("readelf").arg("-lhd").arg(&bin));
     assert!(
@@ -354,13 +367,7 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
             "a shell: {f}"
         );
     }
-    let rootfs = dir.path().join("rootfs");
-    std::fs::create_dir(&rootfs).expect("mkdir");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&rootfs)
-        .arg("-xf")
-        .arg(&layer));
+    let rootfs = extract(dir.path(), &layer, &[]);
     // What a container runtime adds: the /proc mount point, and the
     // DaemonSet's ConfigMap (here a template that answers by itself).
     std::fs::create_dir(rootfs.join("proc")).expect("mkdir proc");
@@ -449,4 +456,181 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
         }
         assert!(!installed(mode), "{mode}: left after SIGTERM:\n{}", text());
     }
+}
+
+/// The digest of the one manifest an OCI archive's index names.
+fn manifest_digest(archive: &Path) -> String {
+    let index = run(Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg("index.json"));
+    let index: Value = serde_json::from_str(&index).expect("index.json");
+    index["manifests"][0]["digest"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no manifest digest: {index}"))
+        .to_string()
+}
+
+/// The SBOM `scripts/image` writes beside an archive: NAME.oci.tar's is
+/// NAME.cdx.json.
+fn sbom_of(archive: &Path) -> PathBuf {
+    let name = archive.to_str().expect("utf-8 path");
+    PathBuf::from(format!(
+        "{}.cdx.json",
+        name.strip_suffix(".oci.tar").unwrap_or(name)
+    ))
+}
+
+/// What `cargo tree` says the binary links, as `name@version`: the
+/// `clusterdns` package's normal dependencies for the image's target, the
+/// package included.
+fn linked_crates() -> std::collections::BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tree = run(Command::new("cargo").current_dir(&root).args([
+        "tree",
+        "--locked",
+        "-p",
+        "clusterdns",
+        "-e",
+        "normal",
+        "--target",
+        "x86_64-unknown-linux-gnu",
+        "--prefix",
+        "none",
+    ]));
+    tree.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let name = w.next()?;
+            let version = w.next()?.strip_prefix('v')?;
+            Some(format!("{name}@{version}"))
+        })
+        .collect()
+}
+
+/// Each image's SBOM (CycloneDX, beside its archive) names the image by
+/// its manifest digest and lists what it holds: exactly the crates
+/// `cargo tree` says the binary links, each from crates.io with its licence
+/// and Cargo.lock's SHA-256, and every other file of the layer under the
+/// Debian package whose version dpkg reports.
+#[test]
+fn the_sboms_list_what_the_images_hold() {
+    let linked = linked_crates();
+    assert!(linked.len() > 50, "{linked:?}");
+    for (var, prefix) in [
+        ("CLUSTERDNS_IMAGE", "localhost/clusterdns:"),
+        (
+            "CLUSTERDNS_NODE_CACHE_IMAGE",
+            "localhost/clusterdns-node-cache:",
+        ),
+    ] {
+        let Some(archive) = std::env::var_os(var).map(PathBuf::from) else {
+            skip(&format!(
+                "{var} is not set (build the image with scripts/image)"
+            ));
+            continue;
+        };
+        let bom = json(&sbom_of(&archive));
+        assert_eq!(bom["bomFormat"], "CycloneDX");
+        assert_eq!(bom["specVersion"], "1.5");
+        let digest = manifest_digest(&archive);
+        let subject = &bom["metadata"]["component"];
+        assert_eq!(subject["type"], "container");
+        assert_eq!(
+            Some(digest.trim_start_matches("sha256:")),
+            subject["hashes"][0]["content"].as_str(),
+            "{var}: the SBOM names another image"
+        );
+        let components = bom["components"].as_array().expect("components");
+        let crates: std::collections::BTreeSet<String> = components
+            .iter()
+            .filter(|c| {
+                c["bom-ref"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("crate:"))
+            })
+            .map(|c| {
+                format!(
+                    "{}@{}",
+                    c["name"].as_str().unwrap_or(""),
+                    c["version"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(
+            crates, linked,
+            "{var}: crates in the SBOM and in `cargo tree`"
+        );
+        for c in components {
+            let purl = c["purl"].as_str().unwrap_or("");
+            if purl.starts_with("pkg:cargo/") {
+                assert!(c["licenses"][0]["expression"].is_string(), "{c}");
+                let sha = c["hashes"][0]["content"].as_str().unwrap_or("");
+                assert!(
+                    sha.len() == 64 && sha.chars().all(|x| x.is_ascii_hexdigit()),
+                    "{c}"
+                );
+            }
+        }
+
+        // The layer's other files, each under its package.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_config, layer) = unpack(&archive, dir.path(), prefix);
+        let listing = run(Command::new("tar").arg("-tvf").arg(&layer));
+        let files: std::collections::BTreeSet<String> = listing
+            .lines()
+            .filter(|l| l.starts_with('-'))
+            .filter_map(|l| l.split_whitespace().last())
+            .map(|f| format!("/{}", f.trim_start_matches("./")))
+            .filter(|f| f != "/clusterdns")
+            .collect();
+        let mut covered = std::collections::BTreeSet::new();
+        for c in components.iter().filter(|c| {
+            c["purl"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("pkg:deb/debian/"))
+        }) {
+            let name = c["name"].as_str().expect("name");
+            let installed = run(Command::new("dpkg-query").args(["-W", "-f", "${Version}", name]));
+            assert_eq!(c["version"].as_str(), Some(installed.as_str()), "{c}");
+            for p in c["properties"].as_array().expect("properties") {
+                assert_eq!(p["name"], "clusterdns:file", "{p}");
+                covered.insert(p["value"].as_str().expect("file").to_string());
+            }
+        }
+        assert_eq!(covered, files, "{var}: files in the SBOM and in the layer");
+    }
+}
+
+/// The image build is reproducible: the binary of `$CLUSTERDNS_IMAGE`, put
+/// into an image again by `scripts/image` from the same commit, gives the
+/// same manifest digest and the same SBOM, byte for byte.
+#[test]
+fn two_builds_of_one_commit_give_one_digest() {
+    let Some(archive) = std::env::var_os("CLUSTERDNS_IMAGE").map(PathBuf::from) else {
+        return skip("CLUSTERDNS_IMAGE is not set (build the image with scripts/image)");
+    };
+    let root = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")));
+    if !root {
+        return skip("scripts/image needs root (buildah's store, a file capability)");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_config, layer) = unpack(&archive, dir.path(), "localhost/clusterdns:");
+    let rootfs = extract(dir.path(), &layer, &["clusterdns"]);
+    let again = dir.path().join("again.oci.tar");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    run(Command::new(root.join("scripts/image"))
+        .args(["--profile", "dev", "--binary"])
+        .arg(rootfs.join("clusterdns"))
+        .arg("--out")
+        .arg(&again));
+    assert_eq!(
+        manifest_digest(&again),
+        manifest_digest(&archive),
+        "a second build of this commit gave another image (or {} was built from another commit: build it again)",
+        archive.display()
+    );
+    let sbom = |a: &Path| std::fs::read(sbom_of(a)).expect("SBOM");
+    assert!(sbom(&again) == sbom(&archive), "the SBOMs differ");
 }
