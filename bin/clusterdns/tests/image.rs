@@ -508,6 +508,28 @@ fn linked_crates() -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// `sbom` against CycloneDX 1.5's JSON schema, by CycloneDX's own Python
+/// library (`$CLUSTERDNS_CYCLONEDX_PYTHON`, installed by
+/// scripts/install-deps; without it this check is skipped with a message).
+fn validate_cyclonedx(sbom: &Path) {
+    let Some(python) = std::env::var_os("CLUSTERDNS_CYCLONEDX_PYTHON") else {
+        return skip(
+            "CLUSTERDNS_CYCLONEDX_PYTHON is not set: the SBOM is not checked against CycloneDX's schema",
+        );
+    };
+    let out = run(Command::new(python)
+        .arg("-c")
+        .arg(
+            "import sys\n\
+         from cyclonedx.schema import SchemaVersion\n\
+         from cyclonedx.validation.json import JsonStrictValidator\n\
+         e = JsonStrictValidator(SchemaVersion.V1_5).validate_str(open(sys.argv[1]).read())\n\
+         print('valid' if e is None else str(e).splitlines()[0])\n",
+        )
+        .arg(sbom));
+    assert_eq!(out.trim(), "valid", "{}: not CycloneDX 1.5", sbom.display());
+}
+
 /// Each image's SBOM (CycloneDX, beside its archive) names the image by
 /// its manifest digest and lists what it holds: exactly the crates
 /// `cargo tree` says the binary links, each from crates.io with its licence
@@ -531,6 +553,7 @@ fn the_sboms_list_what_the_images_hold() {
             continue;
         };
         let bom = json(&sbom_of(&archive));
+        validate_cyclonedx(&sbom_of(&archive));
         assert_eq!(bom["bomFormat"], "CycloneDX");
         assert_eq!(bom["specVersion"], "1.5");
         let digest = manifest_digest(&archive);
