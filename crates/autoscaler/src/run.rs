@@ -27,7 +27,7 @@ use crate::params::{ClusterStatus, Params};
 pub enum RunError {
     /// No API client (kubeconfig or in-cluster configuration).
     #[error("{0}")]
-    Client(#[from] clusterdns_kube::Error),
+    Client(#[from] clusterdns_kubeclient::Error),
     /// `--health-address` is no `host:port` (Go's text, which names it).
     #[error("{0}")]
     Address(String),
@@ -77,11 +77,11 @@ struct Loop {
 /// Runs until `--max-sync-failures` is reached (never, by default).
 pub async fn run(flags: Flags, targets: Vec<Target>) -> Result<(), RunError> {
     let source = match &flags.kubeconfig {
-        Some(path) => clusterdns_kube::ClientSource::Kubeconfig {
+        Some(path) => clusterdns_kubeclient::ClientSource::Kubeconfig {
             path: path.into(),
             context: None,
         },
-        None => clusterdns_kube::ClientSource::InCluster,
+        None => clusterdns_kubeclient::ClientSource::InCluster,
     };
     let client = source.client().await?;
 

@@ -1,5 +1,5 @@
 //! Errors of this crate: the YAML source, and the API client's set-up (from
-//! `clusterdns-kube`). Watch errors are not
+//! `clusterdns-kubeclient`). Watch errors are not
 //! here: watchers retry forever with backoff and only report through
 //! [`IndexHooks::watch_error`](crate::IndexHooks::watch_error) and logs.
 
@@ -23,5 +23,5 @@ pub enum Error {
     Yaml(#[from] serde_norway::Error),
     /// The API client could not be set up.
     #[error(transparent)]
-    Client(#[from] clusterdns_kube::Error),
+    Client(#[from] clusterdns_kubeclient::Error),
 }

@@ -1,7 +1,7 @@
 //! Kubernetes watch and index: Services, EndpointSlices, Pods and Namespaces, kept slim and
 //! published as immutable snapshots. This crate knows nothing of DNS serving: the
 //! `kubernetes` plugin reads [`Snapshot`]s and turns them into records. The API client it
-//! watches with comes from `clusterdns-kube`.
+//! watches with comes from `clusterdns-kubeclient`.
 //!
 //! ```text
 //!  kube-apiserver
@@ -107,8 +107,8 @@ pub use snapshot::{Counts, ReverseHit, ServiceEndpoints, Snapshot, Snapshots};
 pub use watch::{Watch, WatchConfig};
 
 /// The API client (configuration sources, TLS files, client-side limits, request observer)
-/// lives in `clusterdns-kube`; re-exported so that a watch's caller names one crate.
-pub use clusterdns_kube::{
+/// lives in `clusterdns-kubeclient`; re-exported so that a watch's caller names one crate.
+pub use clusterdns_kubeclient::{
     ClientLimits, ClientSource, DEFAULT_BURST, DEFAULT_QPS, RateLimit, RequestObserver, TlsFiles,
 };
 

@@ -2,7 +2,7 @@
 //! shared rig's real kube-apiserver, on the LIST + WATCH path (streaming lists off): every
 //! LIST is reported to the rate limiter and latency hooks and every request, watches
 //! included, to the result hook, with the API server's `host:port`, as client-go reports
-//! them. The layer's timing is checked with a paused clock in `crates/kube/src/ratelimit.rs`.
+//! them. The layer's timing is checked with a paused clock in `crates/kubeclient/src/ratelimit.rs`.
 //!
 //! Skipped with a message when the rig is not running, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clusterdns_kube::{ClientSource, TlsFiles};
+use clusterdns_kubeclient::{ClientSource, TlsFiles};
 
 #[test]
 fn kubeconfig_wins_over_endpoint_and_neither_means_in_cluster() {

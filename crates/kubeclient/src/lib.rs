@@ -7,8 +7,8 @@
 //! to the API server without the DNS index (the autoscaler) uses this crate alone.
 //!
 //! ```no_run
-//! # async fn f() -> Result<(), clusterdns_kube::Error> {
-//! use clusterdns_kube::{ClientLimits, ClientSource};
+//! # async fn f() -> Result<(), clusterdns_kubeclient::Error> {
+//! use clusterdns_kubeclient::{ClientLimits, ClientSource};
 //!
 //! let source = ClientSource::from_options(None, None, None); // in-cluster
 //! let client = source.client_with(&ClientLimits::coredns(5.0, 10, 0)).await?;
