@@ -19,9 +19,9 @@
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use clusterdns_k8s::k8s_openapi::api::core::v1 as core;
-use clusterdns_k8s::k8s_openapi::api::discovery::v1 as discovery;
-use clusterdns_k8s::{Counts, Index, IndexedObject, ReverseHit, Scope, Snapshot, yaml};
+use clusterdns_kubeindex::k8s_openapi::api::core::v1 as core;
+use clusterdns_kubeindex::k8s_openapi::api::discovery::v1 as discovery;
+use clusterdns_kubeindex::{Counts, Index, IndexedObject, ReverseHit, Scope, Snapshot, yaml};
 use kube::core::{ObjectList, WatchEvent};
 use kube::runtime::watcher::Event;
 use libfuzzer_sys::fuzz_target;

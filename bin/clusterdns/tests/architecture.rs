@@ -184,7 +184,7 @@ fn crate_dependencies_follow_architecture_md() {
 #[test]
 fn a_forbidden_arrow_is_reported() {
     let text = format!(
-        "{MARKER} x -->\n| crate | may depend on |\n|---|---|\n| `wire` | — |\n| `k8s` | `kubeclient` |\n| `gone` | — |\n\nafter\n| `ignored` | — |\n"
+        "{MARKER} x -->\n| crate | may depend on |\n|---|---|\n| `wire` | — |\n| `kubeindex` | `kubeclient` |\n| `gone` | — |\n\nafter\n| `ignored` | — |\n"
     );
     let rules = rules(&text).unwrap();
     assert_eq!(rules.len(), 3);
@@ -196,7 +196,7 @@ fn a_forbidden_arrow_is_reported() {
     let packages = BTreeMap::from([
         ("clusterdns-wire".to_owned(), vec![]),
         (
-            "clusterdns-k8s".to_owned(),
+            "clusterdns-kubeindex".to_owned(),
             vec![
                 dep("clusterdns-kubeclient", "normal", &["test-util"]),
                 dep("clusterdns-wire", "normal", &[]),
@@ -209,9 +209,11 @@ fn a_forbidden_arrow_is_reported() {
     let broken = violations(&rules, &packages);
     assert_eq!(broken.len(), 4, "{broken:#?}");
     assert!(
-        broken[0].contains("clusterdns-k8s turns on clusterdns-kubeclient's test-util in a normal")
+        broken[0].contains(
+            "clusterdns-kubeindex turns on clusterdns-kubeclient's test-util in a normal"
+        )
     );
-    assert!(broken[1].contains("clusterdns-k8s has a normal dependency on clusterdns-wire"));
+    assert!(broken[1].contains("clusterdns-kubeindex has a normal dependency on clusterdns-wire"));
     assert!(broken[2].contains("clusterdns-new has no row"));
     assert!(broken[3].contains("clusterdns-gone, which is not a crate"));
 }

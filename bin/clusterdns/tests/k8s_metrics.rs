@@ -13,7 +13,7 @@
 //! ```
 //!
 //! and against a closed port, only `code="<error>"` with the port it tried. The histograms
-//! (LIST path) are checked against a real API server in `crates/k8s/tests/observer_rig.rs`.
+//! (LIST path) are checked against a real API server in `crates/kubeindex/tests/observer_rig.rs`.
 //!
 //! Skipped with a message when the rig is not running, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 

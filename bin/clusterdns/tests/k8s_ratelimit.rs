@@ -6,7 +6,7 @@
 //! are spaced, whatever the options say; the test checks exactly that on a real API server,
 //! for the reference CoreDNS and for clusterdns side by side, from the API server's own
 //! request log (`RIG_APISERVER_V=3`). The spacing of throttled LISTs is checked against a
-//! real API server in `crates/k8s/tests/ratelimit_rig.rs`.
+//! real API server in `crates/kubeindex/tests/ratelimit_rig.rs`.
 //!
 //! Skipped with a message when the rig's binaries are missing, unless
 //! `CLUSTERDNS_REQUIRE_RIG=1`.

@@ -3,7 +3,7 @@
 //! or an explicit endpoint with [`TlsFiles`]), and the client-side limits and request
 //! observer that client-go applies for CoreDNS ([`ClientLimits`], [`RequestObserver`]).
 //!
-//! `clusterdns-k8s` (the watch, the index and its snapshots) builds on it; a job that talks
+//! `clusterdns-kubeindex` (the watch, the index and its snapshots) builds on it; a job that talks
 //! to the API server without the DNS index (the autoscaler) uses this crate alone.
 //!
 //! ```no_run

@@ -1,6 +1,6 @@
 //! `client_index compact` (beyond CoreDNS): *autopath* learns a client's namespace
 //! without `pods verified`. The Pod watch feeds the compact Pod index of
-//! `clusterdns-k8s` (address → namespace id, no Pod objects kept); a client found
+//! `clusterdns-kubeindex` (address → namespace id, no Pod objects kept); a client found
 //! there, or else at a ready EndpointSlice endpoint whose `targetRef` is a Pod, gets
 //! the search path of that namespace. Pod names (`1-2-3-4.ns.pod`) keep the answers of
 //! the `pods` mode in force.
@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_k8s::Snapshot;
+use clusterdns_kubeindex::Snapshot;
 
 /// Parses `client_index compact` (the only index so far).
 pub(super) fn parse(p: &Directive, args: &[&str]) -> Result<bool, ConfigError> {

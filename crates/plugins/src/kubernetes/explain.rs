@@ -2,7 +2,7 @@
 //! labels read as, the objects of the snapshot behind the answer, and why
 //! a name error is NXDOMAIN rather than NODATA. Cold path only.
 
-use clusterdns_k8s::{Service, ServiceKind, Snapshot};
+use clusterdns_kubeindex::{Service, ServiceKind, Snapshot};
 use clusterdns_plugin::Request;
 use clusterdns_wire::Rtype;
 
@@ -183,7 +183,7 @@ impl Kubernetes {
         ));
         let fits = |ip| qtype == Rtype::SRV || family_of(qtype, ip);
         let ready: Vec<_> = eps.ready().filter(|(_, e)| fits(e.ip())).collect();
-        let ips = |v: &[&clusterdns_k8s::Endpoint]| {
+        let ips = |v: &[&clusterdns_kubeindex::Endpoint]| {
             v.iter()
                 .map(|e| e.ip().to_string())
                 .collect::<Vec<_>>()

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use clusterdns_k8s::{Port, ReverseHit, Service, Snapshot};
+use clusterdns_kubeindex::{Port, ReverseHit, Service, Snapshot};
 use clusterdns_plugin::{ExternalHost, ExternalService, Externaler, Request};
 use clusterdns_wire::{Name, Rcode, Rtype, parse_reverse};
 

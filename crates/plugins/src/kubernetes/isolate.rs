@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use clusterdns_k8s::{LabelSelector, Snapshot};
+use clusterdns_kubeindex::{LabelSelector, Snapshot};
 use clusterdns_plugin::Request;
 use clusterdns_wire::{Rtype, parse_reverse};
 

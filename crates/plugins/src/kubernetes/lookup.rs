@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 
-use clusterdns_k8s::{Endpoint, Port, Service, ServiceEndpoints, ServiceKind, Snapshot};
+use clusterdns_kubeindex::{Endpoint, Port, Service, ServiceEndpoints, ServiceKind, Snapshot};
 use clusterdns_wire::Name;
 
 use super::names::{Invalid, Parsed, PodOrSvc};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterdns_k8s::{IndexHooks, Kind, ProgrammingKind, RequestObserver};
+use clusterdns_kubeindex::{IndexHooks, Kind, ProgrammingKind, RequestObserver};
 use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries, Registry};
 
 /// `coredns_kubernetes_dns_programming_duration_seconds`.

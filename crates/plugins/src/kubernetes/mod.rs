@@ -22,7 +22,7 @@ mod zone;
 
 use std::net::IpAddr;
 
-use clusterdns_k8s::{Snapshot, Snapshots};
+use clusterdns_kubeindex::{Snapshot, Snapshots};
 use clusterdns_plugin::{BoxFuture, ChainTail, Flow, Plugin, PluginDef, Request, ResponseWriter};
 use clusterdns_wire::{Name, Rcode, Rtype, Section};
 

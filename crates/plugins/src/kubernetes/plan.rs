@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use clusterdns_k8s::{ReverseHit, Snapshot};
+use clusterdns_kubeindex::{ReverseHit, Snapshot};
 use clusterdns_wire::{Name, Rtype, parse_reverse};
 
 use super::Kubernetes;

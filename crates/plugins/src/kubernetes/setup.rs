@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
-use clusterdns_k8s::{
+use clusterdns_kubeindex::{
     ClientLimits, ClientSource, Index, LabelSelector, RequestObserver, TlsFiles, Watch,
     WatchConfig, yaml,
 };
@@ -522,7 +522,7 @@ fn start(
     config: WatchConfig,
     index: Index,
     slot: &Mutex<Option<Watch>>,
-    snapshots: clusterdns_k8s::Snapshots,
+    snapshots: clusterdns_kubeindex::Snapshots,
     timeout: Duration,
 ) -> Result<(), String> {
     let rt = tokio::runtime::Handle::try_current()

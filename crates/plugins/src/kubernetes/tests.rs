@@ -965,7 +965,7 @@ fn dedup_set_small_and_large() {
 
 /// A plugin on `index` with the defaults (`pods insecure`), as setup
 /// builds it, so that a test can publish changes to the index under it.
-fn on_index(index: &clusterdns_k8s::Index) -> super::Kubernetes {
+fn on_index(index: &clusterdns_kubeindex::Index) -> super::Kubernetes {
     use super::lookup::{LookupOpts, PodMode};
     let zones = ["cluster.local.", "in-addr.arpa.", "ip6.arpa."];
     super::Kubernetes {
@@ -1020,8 +1020,8 @@ fn ask_raw(
 /// published to the index is answered from the next query on.
 #[test]
 fn memo_replays_exactly_and_follows_changes() {
-    let mut index = clusterdns_k8s::Index::new();
-    clusterdns_k8s::yaml::load_str(&mut index, &format!("{BASE}{OBJECTS}")).unwrap();
+    let mut index = clusterdns_kubeindex::Index::new();
+    clusterdns_kubeindex::yaml::load_str(&mut index, &format!("{BASE}{OBJECTS}")).unwrap();
     let cases: &[(&str, Rtype)] = &[
         ("kubernetes.default.svc.cluster.local.", Rtype::A),
         ("svc1.kplug.svc.cluster.local.", Rtype::A),
@@ -1068,7 +1068,7 @@ fn memo_replays_exactly_and_follows_changes() {
     let answer =
         |k: &super::Kubernetes| testing::reply(&ask_raw(k, api, Rtype::A, 1, 0x0100).1).answer;
     assert_eq!(answer(&k), [format!("{api}\t5\tIN\tA\t10.96.0.1")]);
-    clusterdns_k8s::yaml::load_str(
+    clusterdns_kubeindex::yaml::load_str(
         &mut index,
         &format!("{}{OBJECTS}", BASE.replace("10.96.0.1", "10.96.0.2")),
     )
@@ -1103,10 +1103,10 @@ fn memo_keeps_fallthrough() {
 #[test]
 fn memo_never_serves_a_stale_or_foreign_reply() {
     let mut rng = fastrand::Rng::with_seed(7);
-    let mut index = clusterdns_k8s::Index::new();
-    let load = |index: &mut clusterdns_k8s::Index, ip: u8| {
+    let mut index = clusterdns_kubeindex::Index::new();
+    let load = |index: &mut clusterdns_kubeindex::Index, ip: u8| {
         let base = BASE.replace("10.96.0.1", &format!("10.96.0.{ip}"));
-        clusterdns_k8s::yaml::load_str(index, &format!("{base}{OBJECTS}")).unwrap();
+        clusterdns_kubeindex::yaml::load_str(index, &format!("{base}{OBJECTS}")).unwrap();
     };
     load(&mut index, 1);
     let names: &[(&str, Rtype)] = &[

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::hash::Hash;
 use std::net::IpAddr;
 
-use clusterdns_k8s::Snapshot;
+use clusterdns_kubeindex::Snapshot;
 use clusterdns_plugin::{Request, ResponseWriter};
 use clusterdns_wire::{Class, MessageBuilder, Name, RData, Rcode, Rtype, Section};
 

@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use clusterdns_k8s::{Service, ServiceKind, Snapshot};
+use clusterdns_kubeindex::{Service, ServiceKind, Snapshot};
 use clusterdns_plugin::transfer::{TransferError, Transferer};
 use clusterdns_wire::{Name, Record, RecordData};
 

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use clusterdns_k8s::{Endpoint, Snapshot};
+use clusterdns_kubeindex::{Endpoint, Snapshot};
 use clusterdns_plugin::Request;
 use clusterdns_wire::Rtype;
 

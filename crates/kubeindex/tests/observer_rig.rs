@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clusterdns_k8s::{
+use clusterdns_kubeindex::{
     ClientLimits, ClientSource, NoHooks, RateLimit, RequestObserver, Watch, WatchConfig,
 };
 use clusterdns_test_support::Rig;

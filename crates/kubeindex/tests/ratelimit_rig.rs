@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterdns_k8s::{ClientLimits, ClientSource, NoHooks, RateLimit, Watch, WatchConfig};
+use clusterdns_kubeindex::{ClientLimits, ClientSource, NoHooks, RateLimit, Watch, WatchConfig};
 use clusterdns_test_support::{ApiRequest, PrivateRig};
 
 /// The LIST requests of the run tagged `tag` (its label selector), in arrival order; waits

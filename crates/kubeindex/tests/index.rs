@@ -4,9 +4,9 @@ mod common;
 
 use std::sync::Arc;
 
-use clusterdns_k8s::k8s_openapi::api::core::v1 as core;
-use clusterdns_k8s::k8s_openapi::api::discovery::v1 as discovery;
-use clusterdns_k8s::{
+use clusterdns_kubeindex::k8s_openapi::api::core::v1 as core;
+use clusterdns_kubeindex::k8s_openapi::api::discovery::v1 as discovery;
+use clusterdns_kubeindex::{
     Counters, EventKind, Index, Kind, Protocol, ReverseHit, Scope, ServiceKind, SkipReason,
     Snapshot,
 };
@@ -188,7 +188,7 @@ fn slices_of_a_service_are_merged_and_reverse_follows() {
     );
     assert_eq!(
         eps.slices()[2].address_type(),
-        clusterdns_k8s::AddressType::V6
+        clusterdns_kubeindex::AddressType::V6
     );
     assert_eq!(reverse_names(&snap, "10.1.0.1"), ["ep ns/web web-0"]);
     // One entry per slice occurrence: the adapter de-duplicates by target name.
@@ -283,7 +283,7 @@ fn a_slice_renamed_in_case_replaces_it_and_goes_with_its_deletion() {
     index.delete(&renamed);
     let snap = published(&mut index);
     assert!(snap.endpoints("ns", "web").is_none());
-    assert_eq!(snap.counts(), clusterdns_k8s::Counts::default());
+    assert_eq!(snap.counts(), clusterdns_kubeindex::Counts::default());
 }
 
 #[test]
@@ -408,8 +408,8 @@ fn pods_by_ip() {
     index.apply(pod("ns", "p1", &["10.7.0.2"]));
     let mut deleting = pod("ns", "hostnet-a", &["192.168.0.10"]);
     deleting.metadata.deletion_timestamp = Some(
-        clusterdns_k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            clusterdns_k8s::k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        clusterdns_kubeindex::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            clusterdns_kubeindex::k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ),
     );
     index.apply(deleting);
@@ -449,7 +449,7 @@ fn programming_duration_observed_on_publish() {
     let mut s = slice("ns", "web-1", "web", &[ep("10.8.1.1")], &[]);
     s.metadata.annotations = Some(
         [(
-            clusterdns_k8s::TRIGGER_TIME_ANNOTATION.to_owned(),
+            clusterdns_kubeindex::TRIGGER_TIME_ANNOTATION.to_owned(),
             "2026-01-01T00:00:00Z".to_owned(),
         )]
         .into(),
@@ -459,7 +459,7 @@ fn programming_duration_observed_on_publish() {
     let mut orphan = slice("ns", "nosvc-1", "nosvc", &[ep("10.8.1.2")], &[]);
     orphan.metadata.annotations = Some(
         [(
-            clusterdns_k8s::TRIGGER_TIME_ANNOTATION.to_owned(),
+            clusterdns_kubeindex::TRIGGER_TIME_ANNOTATION.to_owned(),
             "2026-01-01T00:00:00Z".to_owned(),
         )]
         .into(),

@@ -27,7 +27,7 @@
 //! # Reading
 //!
 //! ```
-//! use clusterdns_k8s::{yaml, Index};
+//! use clusterdns_kubeindex::{yaml, Index};
 //!
 //! let mut index = Index::new();
 //! yaml::load_str(&mut index, r#"
@@ -46,9 +46,9 @@
 //! Watching a live cluster (needs a cluster, so not run here):
 //!
 //! ```no_run
-//! # async fn f() -> Result<(), clusterdns_k8s::Error> {
+//! # async fn f() -> Result<(), clusterdns_kubeindex::Error> {
 //! use std::{sync::Arc, time::Duration};
-//! use clusterdns_k8s::{ClientSource, NoHooks, Watch, WatchConfig};
+//! use clusterdns_kubeindex::{ClientSource, NoHooks, Watch, WatchConfig};
 //!
 //! let client = ClientSource::InCluster.client().await?;
 //! let watch = Watch::spawn(client, &WatchConfig::default(), Arc::new(NoHooks));

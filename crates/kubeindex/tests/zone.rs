@@ -1,8 +1,8 @@
 //! What `zone_aware` reads from the index: endpoint zones and hints, a Pod's node, a Node's
 //! zone label; loaded from YAML (the `snapshot` source), no cluster.
 
-use clusterdns_k8s::k8s_openapi::api::core::v1 as core;
-use clusterdns_k8s::{Index, Scope, yaml};
+use clusterdns_kubeindex::k8s_openapi::api::core::v1 as core;
+use clusterdns_kubeindex::{Index, Scope, yaml};
 
 const OBJECTS: &str = r#"
 apiVersion: v1

@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use clusterdns_k8s::k8s_openapi::api::core::v1::ObjectReference;
-use clusterdns_k8s::k8s_openapi::api::core::v1::{
+use clusterdns_kubeindex::k8s_openapi::api::core::v1::ObjectReference;
+use clusterdns_kubeindex::k8s_openapi::api::core::v1::{
     Namespace, Pod, PodIP, PodStatus, Service, ServicePort, ServiceSpec,
 };
-use clusterdns_k8s::k8s_openapi::api::discovery::v1::{
+use clusterdns_kubeindex::k8s_openapi::api::discovery::v1::{
     Endpoint, EndpointConditions, EndpointPort, EndpointSlice,
 };
-use clusterdns_k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use clusterdns_kubeindex::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 pub fn meta(ns: &str, name: &str) -> ObjectMeta {
     ObjectMeta {

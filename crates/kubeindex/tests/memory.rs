@@ -1,7 +1,7 @@
 //! Memory and publish cost at scale: 10k services, 50k endpoints (10k slices), 100k pods.
 //!
 //! Prints bytes per object, publish cost and relist peak; asserts only generous bounds.
-//! Run with `cargo test -p clusterdns-k8s --release --test memory -- --nocapture`.
+//! Run with `cargo test -p clusterdns-kubeindex --release --test memory -- --nocapture`.
 //! `CLUSTERDNS_MEM_SCALE=0.1` shrinks the load (e.g. for slow debug runs).
 #![allow(unsafe_code)]
 
@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use clusterdns_k8s::{Index, Kind, Scope};
+use clusterdns_kubeindex::{Index, Kind, Scope};
 use common::*;
 
 /// Counts live and peak requested heap bytes.
@@ -89,7 +89,7 @@ fn ns_name(i: usize, s: &Scale) -> String {
     format!("team-{}", i % s.namespaces)
 }
 
-fn service_obj(i: usize, s: &Scale) -> clusterdns_k8s::k8s_openapi::api::core::v1::Service {
+fn service_obj(i: usize, s: &Scale) -> clusterdns_kubeindex::k8s_openapi::api::core::v1::Service {
     svc(
         &ns_name(i, s),
         &format!("service-{i}-backend"),
@@ -102,7 +102,7 @@ fn slice_obj(
     i: usize,
     s: &Scale,
     gen_: usize,
-) -> clusterdns_k8s::k8s_openapi::api::discovery::v1::EndpointSlice {
+) -> clusterdns_kubeindex::k8s_openapi::api::discovery::v1::EndpointSlice {
     let eps: Vec<_> = (0..s.endpoints_per_service)
         .map(|e| {
             let n = i * s.endpoints_per_service + e;
@@ -110,7 +110,7 @@ fn slice_obj(
             x.addresses = vec![v4(n + gen_, 128)];
             x.node_name = Some(format!("node-{}", n % 500));
             x.target_ref = Some(
-                clusterdns_k8s::k8s_openapi::api::core::v1::ObjectReference {
+                clusterdns_kubeindex::k8s_openapi::api::core::v1::ObjectReference {
                     kind: Some("Pod".into()),
                     name: Some(format!("service-{i}-backend-7d9f8c6b5-{e:05}")),
                     ..Default::default()
@@ -129,7 +129,7 @@ fn slice_obj(
     )
 }
 
-fn pod_obj(i: usize, s: &Scale) -> clusterdns_k8s::k8s_openapi::api::core::v1::Pod {
+fn pod_obj(i: usize, s: &Scale) -> clusterdns_kubeindex::k8s_openapi::api::core::v1::Pod {
     pod(
         &ns_name(i, s),
         &format!("workload-{}-7d9f8c6b5-{:05}", i / 10, i % 100_000),

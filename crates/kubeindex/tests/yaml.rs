@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use clusterdns_k8s::{Counters, Index, Kind, ReverseHit, SkipReason, yaml};
+use clusterdns_kubeindex::{Counters, Index, Kind, ReverseHit, SkipReason, yaml};
 
 /// What `kubectl get ns,svc,endpointslices,pods -A -o yaml` prints (trimmed).
 const KUBECTL_LIST: &str = r#"

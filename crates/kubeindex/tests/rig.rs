@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clusterdns_k8s::k8s_openapi::api::core::v1 as core;
-use clusterdns_k8s::k8s_openapi::api::discovery::v1 as discovery;
-use clusterdns_k8s::{
+use clusterdns_kubeindex::k8s_openapi::api::core::v1 as core;
+use clusterdns_kubeindex::k8s_openapi::api::discovery::v1 as discovery;
+use clusterdns_kubeindex::{
     ClientSource, Counters, EventKind, Kind, Snapshot, Snapshots, Watch, WatchConfig,
 };
 use common::*;
