@@ -20,8 +20,8 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
-use clusterdns_plugin::metrics::Registry;
-use clusterdns_plugin::{Proto, ResponseWriter};
+use clusterdns_contract::metrics::Registry;
+use clusterdns_contract::{Proto, ResponseWriter};
 use clusterdns_server::testing::{Served, serve_sync};
 use clusterdns_server::{ConfigSource, Instance, Mux};
 use clusterdns_wire::{Message, Query, Rcode};

@@ -24,9 +24,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clusterdns_contract::Proto;
+use clusterdns_contract::metrics::Registry;
 use clusterdns_corefile::{Corefile, Directive, Token};
-use clusterdns_plugin::Proto;
-use clusterdns_plugin::metrics::Registry;
 use clusterdns_server::{ConfigSource, Explanation, Instance};
 use clusterdns_wire::{Class, Header, Message, MessageBuilder, Name, Rtype, Section};
 

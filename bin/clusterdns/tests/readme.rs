@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clusterdns_plugin::metrics::Registry;
+use clusterdns_contract::metrics::Registry;
 use clusterdns_server::{ConfigSource, Instance};
 
 fn readme_path(plugin: &str) -> PathBuf {

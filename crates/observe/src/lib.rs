@@ -3,7 +3,7 @@
 //! and the sockets of the admin HTTP listeners that serve the metrics and
 //! the probes ([`listen`]: Go's addresses, dual-stack wildcards).
 //!
-//! This crate sits under the plugin contract (`clusterdns-plugin`
+//! This crate sits under the plugin contract (`clusterdns-contract`
 //! re-exports it), so an agent that is not a plugin, such as the node-cache
 //! agent or the autoscaler, can count and log the same way without taking
 //! on the plugin contract. It knows nothing of DNS.

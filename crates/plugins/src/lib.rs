@@ -49,7 +49,7 @@ pub(crate) mod pkg;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-use clusterdns_plugin::PluginDef;
+use clusterdns_contract::PluginDef;
 
 /// Every compiled-in plugin, in `plugin.cfg` order.
 pub fn registry() -> Vec<PluginDef> {
@@ -97,7 +97,7 @@ mod tests {
     #[test]
     fn registry_matches_plugin_cfg() {
         let cfg = include_str!("../../../plugin.cfg");
-        let want = clusterdns_plugin::setup::parse_plugin_cfg(cfg);
+        let want = clusterdns_contract::setup::parse_plugin_cfg(cfg);
         let have: Vec<&str> = super::registry().iter().map(|p| p.name).collect();
         assert_eq!(
             have, want,

@@ -1,17 +1,17 @@
 //! Test helpers shared by the plugin modules' unit tests: read a Corefile
 //! snippet's directives, run a plugin's setup on it, and run a query
 //! through the handlers it added. No sockets. (Query packets and reply
-//! decoding come from `clusterdns_plugin::testing`.)
+//! decoding come from `clusterdns_contract::testing`.)
 
 use std::path::Path;
 use std::sync::Arc;
 
-use clusterdns_corefile::{ConfigError, Directive, ProcessEnv, parse_key, parse_str};
-use clusterdns_plugin::metrics::Registry;
-use clusterdns_plugin::testing::{self, Reply};
-use clusterdns_plugin::{
+use clusterdns_contract::metrics::Registry;
+use clusterdns_contract::testing::{self, Reply};
+use clusterdns_contract::{
     Chain, Plugin, PluginDef, Proto, Request, ResponseWriter, SetupCtx, Shared,
 };
+use clusterdns_corefile::{ConfigError, Directive, ProcessEnv, parse_key, parse_str};
 use clusterdns_wire::{Name, Query};
 
 /// What a setup left behind.

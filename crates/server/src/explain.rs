@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use clusterdns_plugin::{Proto, ResponseWriter};
+use clusterdns_contract::{Proto, ResponseWriter};
 use clusterdns_wire::Name;
 
 use crate::handle::{self, Meta};
@@ -24,7 +24,7 @@ pub struct Explanation {
     pub answered_by: &'static str,
     /// Its error, when it failed (the server then wrote the rcode).
     pub error: Option<String>,
-    /// Each plugin's own account ([`clusterdns_plugin::Plugin::explain`]),
+    /// Each plugin's own account ([`clusterdns_contract::Plugin::explain`]),
     /// from the first plugin up to the one that answered.
     pub notes: Vec<(&'static str, String)>,
     /// The reply as it would be sent; empty when nothing would be.

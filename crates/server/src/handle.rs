@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use clusterdns_plugin::{Chain, Deferred, OptAt, Proto, Request, ResponseWriter};
+use clusterdns_contract::{Chain, Deferred, OptAt, Proto, Request, ResponseWriter};
 use clusterdns_wire::{
     Class, Detached, HEADER_LEN, Header, Message, Opcode, Query, QueryError, Rcode, Rtype, truncate,
 };
@@ -161,7 +161,7 @@ fn route<'m>(
     w: &mut ResponseWriter,
 ) -> Option<(usize, &'m clusterdns_wire::Name, &'m Chain)> {
     // A block's view sees the query as its chain would (no allocation).
-    let passes = |zone: &clusterdns_wire::Name, f: &dyn clusterdns_plugin::BlockFilter| {
+    let passes = |zone: &clusterdns_wire::Name, f: &dyn clusterdns_contract::BlockFilter| {
         f.matches(&request(mux, q, zone, meta))
     };
     let Some(picked) = mux.select_at(q.qname_lower(), passes) else {
@@ -279,7 +279,7 @@ fn recovered(mux: &Mux, req: &Request<'_>, w: &mut ResponseWriter, panic: Box<dy
         .map(|s| (*s).to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_default();
-    clusterdns_plugin::error!(
+    clusterdns_contract::error!(
         "",
         "Recovered from panic in server: \"{}\" {what}",
         mux.label
@@ -546,7 +546,7 @@ fn mirror_opt(
 mod tests {
     use std::sync::Arc;
 
-    use clusterdns_plugin::{Flow, Plugin, Request, ResponseWriter, testing};
+    use clusterdns_contract::{Flow, Plugin, Request, ResponseWriter, testing};
     use clusterdns_wire::{Name, Rcode, Rtype};
 
     use super::*;
@@ -567,7 +567,7 @@ mod tests {
             &'a self,
             _req: &'a Request<'a>,
             _w: &'a mut ResponseWriter,
-        ) -> clusterdns_plugin::BoxFuture<'a, Flow> {
+        ) -> clusterdns_contract::BoxFuture<'a, Flow> {
             Box::pin(async { panic!("async boom") })
         }
     }

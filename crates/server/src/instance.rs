@@ -5,9 +5,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use clusterdns_contract::metrics::{Counter, Family, Registry};
+use clusterdns_contract::{Chain, PluginDef, SetupCtx, Shared};
 use clusterdns_corefile::{ConfigError, Corefile, ProcessEnv, Scheme, parse_key, parse_str};
-use clusterdns_plugin::metrics::{Counter, Family, Registry};
-use clusterdns_plugin::{Chain, PluginDef, SetupCtx, Shared};
 use clusterdns_wire::Name;
 use sha2::{Digest, Sha512};
 
@@ -135,7 +135,7 @@ impl Instance {
             })
             .with(&[]);
         metrics.get_or_register("coredns_log_lines_dropped_total", || {
-            clusterdns_plugin::log::DroppedLines
+            clusterdns_contract::log::DroppedLines
         });
         let mut shared = Shared::new(metrics);
         let mut listeners: Vec<ListenerSpec> = Vec::new();

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use clusterdns_plugin::metrics::Counter;
-use clusterdns_plugin::{BlockFilter, Chain};
+use clusterdns_contract::metrics::Counter;
+use clusterdns_contract::{BlockFilter, Chain};
 use clusterdns_wire::Name;
 
 use crate::tcp::TcpLimits;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::{Proto, ResponseWriter};
+use clusterdns_contract::{Proto, ResponseWriter};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -61,7 +61,7 @@ use crate::mux::Mux;
 /// idle and stalled connections only by its timeouts; the eviction is ours.
 /// The `timeouts` plugin sets read, write, idle and the queries per
 /// connection through the setup context's
-/// [`ConnLimits`](clusterdns_plugin::ConnLimits), which the instance
+/// [`ConnLimits`](clusterdns_contract::ConnLimits), which the instance
 /// applies to [`Mux::tcp`](crate::Mux::tcp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpLimits {
@@ -82,7 +82,7 @@ pub struct TcpLimits {
 
 impl TcpLimits {
     /// Takes the values a server block set (the *timeouts* plugin).
-    pub fn apply(&mut self, c: &clusterdns_plugin::ConnLimits) {
+    pub fn apply(&mut self, c: &clusterdns_contract::ConnLimits) {
         if let Some(d) = c.read {
             self.read = d;
         }

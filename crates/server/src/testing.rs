@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use clusterdns_plugin::{Proto, ResponseWriter};
+use clusterdns_contract::{Proto, ResponseWriter};
 
 use crate::handle::{self, Handled, Meta};
 use crate::mux::Mux;

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::{Proto, ResponseWriter};
+use clusterdns_contract::{Proto, ResponseWriter};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -286,7 +286,7 @@ async fn worker(
             Event::Stop => break,
             Event::Readable(Ok(g)) => g,
             Event::Readable(Err(e)) => {
-                clusterdns_plugin::error!("", "udp receive on {local}: {e}");
+                clusterdns_contract::error!("", "udp receive on {local}: {e}");
                 pause(&mut pending, Duration::from_millis(10)).await;
                 continue;
             }
@@ -300,7 +300,7 @@ async fn worker(
                     Interrupted => {}
                     _ => {
                         drop(guard);
-                        clusterdns_plugin::error!("", "udp receive on {local}: {e}");
+                        clusterdns_contract::error!("", "udp receive on {local}: {e}");
                         pause(&mut pending, Duration::from_millis(10)).await;
                     }
                 }

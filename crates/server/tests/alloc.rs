@@ -26,9 +26,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use clusterdns_contract::metrics::Registry;
+use clusterdns_contract::{Flow, Plugin, PluginDef, Proto, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::metrics::Registry;
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Proto, Request, ResponseWriter, SetupCtx};
 use clusterdns_server::testing::{Served, serve_sync};
 use clusterdns_server::{ConfigSource, Instance, Mux};
 use clusterdns_wire::Header;

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use clusterdns_plugin::duration::parse_go;
+use clusterdns_contract::duration::parse_go;
 
 use crate::process::free_port;
 use crate::rig::{REQUIRE_RIG_ENV, Rig, rig_dir, rig_required, workspace_root};

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::metrics::{Counter, Family};
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
-use clusterdns_plugin::metrics::{Counter, Family};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Name, Rcode, Rtype};
 
 use crate::pkg::nets::Nets;

@@ -1,7 +1,7 @@
 use std::net::SocketAddr;
 
-use clusterdns_plugin::testing;
-use clusterdns_plugin::{Chain, Flow, Plugin, Request, ResponseWriter};
+use clusterdns_contract::testing;
+use clusterdns_contract::{Chain, Flow, Plugin, Request, ResponseWriter};
 use clusterdns_wire::{Message, Name, Query, Rcode, Rtype};
 
 use super::*;

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Class, RData, Rtype, Section};
 
 /// Registration of *any*.
@@ -17,8 +17,8 @@ pub const CPU: &[u8] = b"ANY obsoleted";
 pub const OS: &[u8] = b"See RFC 8482";
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
-    clusterdns_plugin::parse::no_args(d)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
+    clusterdns_contract::parse::no_args(d)?;
     if let Some(p) = d.block.first() {
         return Err(p.err(format!("unknown property '{}'", p.name.text)));
     }
@@ -50,7 +50,7 @@ impl Plugin for Any {
 
 #[cfg(test)]
 mod tests {
-    use clusterdns_plugin::testing;
+    use clusterdns_contract::testing;
     use clusterdns_wire::{Rcode, Rtype};
 
     use super::DEF;

@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::net::IpAddr;
 use std::time::Instant;
 
-use clusterdns_plugin::{Proto, Request, ResponseWriter, Stored};
+use clusterdns_contract::{Proto, Request, ResponseWriter, Stored};
 use clusterdns_wire::{Message, Name, Rtype};
 use parking_lot::RwLock;
 
@@ -197,7 +197,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use clusterdns_plugin::{ResponseWriter, StoreHits, Stored};
+    use clusterdns_contract::{ResponseWriter, StoreHits, Stored};
     use clusterdns_wire::{Class, Header, MessageBuilder, Name, RData, Rtype, Section};
 
     use super::{CAP, Memo, SWEEP_EVERY};

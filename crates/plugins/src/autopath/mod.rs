@@ -5,12 +5,12 @@ mod memo;
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::metrics::{Counter, Family};
-use clusterdns_plugin::{
+use clusterdns_contract::metrics::{Counter, Family};
+use clusterdns_contract::{
     BoxFuture, Chain, ChainTail, Flow, Outcome, Plugin, PluginDef, PluginError, Request,
     ResponseWriter, SetupCtx,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{Class, Message, MessageBuilder, Name, RData, Rcode, Record, Rtype, Section};
 
 /// Registration of *autopath*.
@@ -66,8 +66,8 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         let source = match last.text.strip_prefix('@') {
             Some(name) => (Some(name.to_owned()), Vec::new()),
             None => {
-                let path = clusterdns_plugin::parse::config_path(ctx.config_dir, &last.text);
-                let search = clusterdns_plugin::parse::resolv_search(&path).map_err(|e| {
+                let path = clusterdns_contract::parse::config_path(ctx.config_dir, &last.text);
+                let search = clusterdns_contract::parse::resolv_search(&path).map_err(|e| {
                     last.err(format!(
                         "failed to parse {:?}: open {}: {e}",
                         last.text, last.text
@@ -83,12 +83,12 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                 .filter_map(|z| Name::from_ascii(z).ok())
                 .collect()
         } else {
-            clusterdns_plugin::parse::origins(zone_args.iter().map(|t| t.text.as_str()))
+            clusterdns_contract::parse::origins(zone_args.iter().map(|t| t.text.as_str()))
         };
         parsed = Some((zones, source));
     }
     let Some((zones, (plugin, search))) = parsed else {
-        return clusterdns_plugin::parse::once(dirs).map(|_| ());
+        return clusterdns_contract::parse::once(dirs).map(|_| ());
     };
     let family = ctx
         .shared
@@ -111,7 +111,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     let tail = ChainTail::default();
     let source = match plugin {
         None => {
-            let mut names = clusterdns_plugin::parse::search_names(&search);
+            let mut names = clusterdns_contract::parse::search_names(&search);
             names.push(Name::root());
             Source::File(names)
         }

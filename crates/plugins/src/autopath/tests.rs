@@ -2,10 +2,10 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::Arc;
 
+use clusterdns_contract::metrics::Registry;
+use clusterdns_contract::testing::{self, Reply};
+use clusterdns_contract::{Chain, Flow, Plugin, Request, ResponseWriter, SetupCtx, Shared};
 use clusterdns_corefile::{ProcessEnv, parse_key, parse_str};
-use clusterdns_plugin::metrics::Registry;
-use clusterdns_plugin::testing::{self, Reply};
-use clusterdns_plugin::{Chain, Flow, Plugin, Request, ResponseWriter, SetupCtx, Shared};
 use clusterdns_wire::{Class, Name, Query, RData, Rcode, Rtype, Section};
 
 use super::DEF;

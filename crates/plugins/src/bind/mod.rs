@@ -2,8 +2,8 @@
 
 use std::net::IpAddr;
 
+use clusterdns_contract::{PluginDef, SetupCtx, warning};
 use clusterdns_corefile::{ConfigError, Directive, Token};
-use clusterdns_plugin::{PluginDef, SetupCtx, warning};
 
 use crate::pkg::ifaces::{Interface, interfaces};
 

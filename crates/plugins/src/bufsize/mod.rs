@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 
 /// Registration of *bufsize*.
 pub const DEF: PluginDef = PluginDef {
@@ -18,7 +18,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     // CoreDNS reads the first line only and ignores any block.
     let Some(d) = dirs.first() else {
         // Never called without a directive; `once` words that error.
-        return clusterdns_plugin::parse::once(dirs).map(|_| ());
+        return clusterdns_contract::parse::once(dirs).map(|_| ());
     };
     let size = parse(d)?;
     ctx.add_plugin(Arc::new(Bufsize { size }));
@@ -28,7 +28,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 /// The size on `d`: none (the default) or one from 512 to 4096; anything
 /// else is CoreDNS's argument error.
 fn parse(d: &Directive) -> Result<u16, ConfigError> {
-    match clusterdns_plugin::parse::optional_arg(d)? {
+    match clusterdns_contract::parse::optional_arg(d)? {
         None => Ok(DEFAULT_SIZE),
         Some(s) => match s.parse::<u16>() {
             Ok(n) if (512..=4096).contains(&n) => Ok(n),
@@ -68,7 +68,7 @@ impl Plugin for Bufsize {
 
 #[cfg(test)]
 mod tests {
-    use clusterdns_plugin::testing;
+    use clusterdns_contract::testing;
     use clusterdns_wire::{Name, Query, Rtype};
 
     use super::*;

@@ -21,7 +21,7 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     /// a hit tells its entry's store time by it ([`Stored`]). A clock of
     /// its own (tests') has none, and its hits are not marked.
     ///
-    /// [`Stored`]: clusterdns_plugin::Stored
+    /// [`Stored`]: clusterdns_contract::Stored
     fn instant_of(&self, ms: u64) -> Option<Instant> {
         let _ = ms;
         None

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use clusterdns_plugin::ResponseWriter;
-use clusterdns_plugin::response::Kind;
+use clusterdns_contract::ResponseWriter;
+use clusterdns_contract::response::Kind;
 use clusterdns_wire::{Class, Message, Name, Query, Rtype};
 
 use super::metrics::Handles;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use clusterdns_plugin::ResponseWriter;
+use clusterdns_contract::ResponseWriter;
 use clusterdns_wire::Query;
 
 use super::Inner;
@@ -32,7 +32,7 @@ pub(super) struct Hit {
     /// `keepttl`), no prefetch counting hits, not a SERVFAIL (whose
     /// answer a fresh positive entry may take over).
     ///
-    /// [`Stored`]: clusterdns_plugin::Stored
+    /// [`Stored`]: clusterdns_contract::Stored
     pub(super) stamp: Option<(u64, u32)>,
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::metrics::{Counter, Family, Gauge, Registry};
+use clusterdns_contract::metrics::{Counter, Family, Gauge, Registry};
 use parking_lot::Mutex;
 
 /// Counters and gauges of one cache for one `server` label.

@@ -13,7 +13,7 @@ mod store;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use clusterdns_plugin::{
+use clusterdns_contract::{
     ChainTail, Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, StoreHits, Stored,
 };
 use clusterdns_wire::{Name, Rcode};
@@ -147,9 +147,9 @@ impl Plugin for Cache {
         &'a self,
         req: &'a Request<'a>,
         w: &'a mut ResponseWriter,
-    ) -> clusterdns_plugin::BoxFuture<'a, Flow> {
+    ) -> clusterdns_contract::BoxFuture<'a, Flow> {
         Box::pin(async move {
-            match clusterdns_plugin::note_or_query::<Fallback>(self, req, w) {
+            match clusterdns_contract::note_or_query::<Fallback>(self, req, w) {
                 Ok(note) => self.inner.last_known_good(req, w, note.0).await,
                 Err(flow) => flow,
             }

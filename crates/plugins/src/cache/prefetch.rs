@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use clusterdns_plugin::{Request, ResponseWriter};
+use clusterdns_contract::{Request, ResponseWriter};
 use clusterdns_wire::Query;
 
 use super::Inner;

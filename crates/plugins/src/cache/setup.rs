@@ -3,9 +3,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use clusterdns_contract::parse::{atoi, duration, once, zone};
+use clusterdns_contract::{ChainTail, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive, normalize_zone};
-use clusterdns_plugin::parse::{atoi, duration, once, zone};
-use clusterdns_plugin::{ChainTail, SetupCtx};
 use clusterdns_wire::Name;
 
 use super::metrics::Metrics;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use clusterdns_plugin::{Flow, Outcome, Request, ResponseWriter};
+use clusterdns_contract::{Flow, Outcome, Request, ResponseWriter};
 use clusterdns_wire::{Query, Rcode};
 
 use super::Inner;

@@ -295,7 +295,7 @@ mod tests {
     use super::*;
 
     fn entry(name: &str) -> Entry {
-        let pkt = clusterdns_plugin::testing::query(name, Rtype::A);
+        let pkt = clusterdns_contract::testing::query(name, Rtype::A);
         let mut reply = pkt.clone();
         reply[2] |= 0x80;
         let m = Message::parse(&reply).expect("reply");
@@ -366,7 +366,7 @@ mod tests {
     #[test]
     fn an_entry_is_renewed_only_by_its_own_reply() {
         let reply = |name: &str, id: u16, ttl: u32, ip: [u8; 4]| {
-            let pkt = clusterdns_plugin::testing::query(name, Rtype::A);
+            let pkt = clusterdns_contract::testing::query(name, Rtype::A);
             let q = clusterdns_wire::Query::parse(&pkt).expect("query");
             let mut msg = Vec::new();
             let mut b = clusterdns_wire::MessageBuilder::reply_to(&q, &mut msg);

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-use clusterdns_plugin::metrics::Registry;
-use clusterdns_plugin::{Chain, Plugin, testing};
+use clusterdns_contract::metrics::Registry;
+use clusterdns_contract::{Chain, Plugin, testing};
 use clusterdns_wire::{Class, Header, Message, MessageBuilder, Query, RData, Rtype, Section};
 
 use super::insert::answers_question;
@@ -128,7 +128,7 @@ impl Rig {
 /// none; a reply that keeps an OPT (not the last record) leaves it to look.
 #[test]
 fn stored_replies_and_hits_say_they_have_no_opt() {
-    use clusterdns_plugin::OptAt;
+    use clusterdns_contract::OptAt;
     let r = rig(Config::default(), 100);
     let pkt = testing::query("www.example.org.", Rtype::A);
     let q = Query::parse(&pkt).expect("query");

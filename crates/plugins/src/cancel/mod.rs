@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use clusterdns_contract::duration::parse_go_signed;
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::duration::parse_go_signed;
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 
 /// Registration of *cancel*.
 pub const DEF: PluginDef = PluginDef {
@@ -27,7 +27,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 }
 
 fn parse(d: &Directive) -> Result<Duration, ConfigError> {
-    let Some(arg) = clusterdns_plugin::parse::optional_arg(d)? else {
+    let Some(arg) = clusterdns_contract::parse::optional_arg(d)? else {
         return Ok(DEFAULT_TIMEOUT);
     };
     match parse_go_signed(arg) {

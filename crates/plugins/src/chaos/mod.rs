@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Class, Name, RData, Rtype, Section};
 
 /// Registration of *chaos*.
@@ -21,7 +21,7 @@ pub fn default_version() -> String {
 pub const DEFAULT_AUTHORS: &[&str] = &["clusterdns"];
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
     if let Some(p) = d.block.first() {
         return Err(p.err(format!("unknown property '{}'", p.name.text)));
     }
@@ -147,7 +147,7 @@ impl Plugin for Chaos {
 
 #[cfg(test)]
 mod tests {
-    use clusterdns_plugin::testing;
+    use clusterdns_contract::testing;
     use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rcode, Rtype};
 
     use super::{DEF, default_version};

@@ -1,7 +1,7 @@
 #![doc = include_str!("README.md")]
 
+use clusterdns_contract::{PluginDef, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{PluginDef, SetupCtx};
 
 /// Registration of *debug*.
 pub const DEF: PluginDef = PluginDef {
@@ -12,7 +12,7 @@ pub const DEF: PluginDef = PluginDef {
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
     // CoreDNS reads every `debug` line and takes no argument on any.
     for d in dirs {
-        clusterdns_plugin::parse::no_args_or_block(d)?;
+        clusterdns_contract::parse::no_args_or_block(d)?;
     }
     ctx.shared.debug = true;
     Ok(())

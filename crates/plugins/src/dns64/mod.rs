@@ -3,13 +3,13 @@
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::metrics::{Counter, Family};
-use clusterdns_plugin::response::Kind;
-use clusterdns_plugin::{
+use clusterdns_contract::metrics::{Counter, Family};
+use clusterdns_contract::response::Kind;
+use clusterdns_contract::{
     BlockChain, BoxFuture, ChainTail, Deferred, Flow, Outcome, Plugin, PluginDef, Request,
     ResponseWriter, SetupCtx,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{Class, Message, RData, Rcode, Record, RecordData, Rtype, Section};
 
 /// Registration of *dns64*.
@@ -275,9 +275,9 @@ impl Plugin for Dns64 {
     ) -> BoxFuture<'a, Flow> {
         Box::pin(async move {
             let Some(tail) = self.tail.get() else {
-                return Flow::Fail(clusterdns_plugin::PluginError::NoNext { plugin: "dns64" });
+                return Flow::Fail(clusterdns_contract::PluginError::NoNext { plugin: "dns64" });
             };
-            let stage = match clusterdns_plugin::note_or_query::<Stage>(self, req, w) {
+            let stage = match clusterdns_contract::note_or_query::<Stage>(self, req, w) {
                 Ok(s) => *s,
                 Err(flow) => return flow,
             };

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{
+use clusterdns_contract::{
     AutoPather, BoxFuture, Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx,
     note_or_query,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{Class, Name, RData, Rcode, Rtype, Section};
 
 const NAME: &str = "erratic";
@@ -41,7 +41,7 @@ struct Config {
 /// The amount of a `drop`, `delay` or `truncate` line: a 32-bit integer
 /// (CoreDNS's `strconv.ParseInt(s, 10, 32)`), not negative.
 fn amount(p: &Directive, s: &str) -> Result<u64, ConfigError> {
-    let n = clusterdns_plugin::parse::parse_int32(p, s)?;
+    let n = clusterdns_contract::parse::parse_int32(p, s)?;
     u64::try_from(n).map_err(|_| p.err(format!("illegal amount value given {s:?}")))
 }
 
@@ -61,7 +61,7 @@ fn parse(dirs: &[&Directive]) -> Result<Config, ConfigError> {
     for d in dirs {
         // CoreDNS skips arguments of the directive without a word; they
         // would mean nothing, so they are refused here.
-        clusterdns_plugin::parse::no_args(d)?;
+        clusterdns_contract::parse::no_args(d)?;
         for p in &d.block {
             let args: Vec<&str> = p.arg_texts().collect();
             if !p.block.is_empty() {
@@ -80,7 +80,7 @@ fn parse(dirs: &[&Directive]) -> Result<Config, ConfigError> {
                         c.delay = amount(p, n)?;
                     }
                     if let Some(t) = args.get(1) {
-                        let t = clusterdns_plugin::parse::signed_duration(p, t)?;
+                        let t = clusterdns_contract::parse::signed_duration(p, t)?;
                         // Go sleeps not at all for a negative duration.
                         c.duration = if t.negative {
                             Duration::ZERO

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clusterdns_plugin::{Plugin, Proto, testing};
+use clusterdns_contract::{Plugin, Proto, testing};
 use clusterdns_wire::{Name, Rcode, Rtype};
 
 use super::{Config, DEF, parse};

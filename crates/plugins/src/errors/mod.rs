@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use clusterdns_contract::duration::{format_go, parse_go};
+use clusterdns_contract::log::Level;
+use clusterdns_contract::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::duration::{format_go, parse_go};
-use clusterdns_plugin::log::Level;
-use clusterdns_plugin::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use parking_lot::Mutex;
 
 /// Registration of *errors*.
@@ -49,7 +49,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 
 /// Reads the `errors` directives of a block.
 fn parse(dirs: &[&Directive]) -> Result<Errors, ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
     match d.args.as_slice() {
         [] => {}
         [a] if a.text == "stdout" => {}
@@ -153,7 +153,7 @@ impl Errors {
             return;
         }
         if let Some(level) = p.level {
-            clusterdns_plugin::log::write(
+            clusterdns_contract::log::write(
                 level,
                 "errors",
                 format_args!(
@@ -232,7 +232,7 @@ impl Plugin for Errors {
         // Errors are rare; formatting them allocates, answers never do.
         let err = e.to_string();
         if let Some(Some(level)) = self.classify(&err) {
-            clusterdns_plugin::log::write(
+            clusterdns_contract::log::write(
                 level,
                 "errors",
                 format_args!("{}", Self::line(req, outcome, &err)),

@@ -1,8 +1,8 @@
 use std::sync::Arc;
 
-use clusterdns_plugin::log::Level;
-use clusterdns_plugin::testing;
-use clusterdns_plugin::{Chain, Outcome, PluginError, ResponseWriter};
+use clusterdns_contract::log::Level;
+use clusterdns_contract::testing;
+use clusterdns_contract::{Chain, Outcome, PluginError, ResponseWriter};
 use clusterdns_wire::{Name, Query, Rcode, Rtype};
 
 use super::*;
@@ -151,5 +151,5 @@ fn response_hook_runs_on_errors_only() {
         o.error.map(|e| e.to_string()).as_deref(),
         Some("plugin/errors: no next plugin found")
     );
-    let _: Arc<dyn clusterdns_plugin::Plugin> = r.plugins[0].clone();
+    let _: Arc<dyn clusterdns_contract::Plugin> = r.plugins[0].clone();
 }

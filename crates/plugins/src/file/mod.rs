@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::transfer::{TransferError, Transferer};
-use clusterdns_plugin::{
+use clusterdns_contract::transfer::{TransferError, Transferer};
+use clusterdns_contract::{
     BlockChain, BoxFuture, ChainTail, Flow, Plugin, PluginDef, PluginError, Request,
     ResponseWriter, SetupCtx,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{Message, Name, Rcode, Record, Rtype, Section};
 
 use crate::pkg::upstream;
@@ -57,7 +57,7 @@ impl Slot {
             let m = match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
                 Ok(m) => m,
                 Err(e) => {
-                    clusterdns_plugin::error!(
+                    clusterdns_contract::error!(
                         "file",
                         "Failed to stat zone {:?} in {:?}: {}",
                         self.origin.to_string(),
@@ -73,7 +73,7 @@ impl Slot {
             *self.mtime.lock() = Some(m);
         }
         if let Err(e) = std::fs::metadata(&self.path) {
-            clusterdns_plugin::error!(
+            clusterdns_contract::error!(
                 "file",
                 "Failed to open zone {:?} in {:?}: open {}: {}",
                 self.origin.to_string(),
@@ -86,7 +86,7 @@ impl Slot {
         let zone = match self.read() {
             Ok(z) => z,
             Err(e) => {
-                clusterdns_plugin::error!(
+                clusterdns_contract::error!(
                     "file",
                     "Parsing zone {:?}: {}",
                     self.origin.to_string(),
@@ -105,7 +105,7 @@ impl Slot {
         }
         let serial = zone.serial();
         self.data.store(Some(Arc::new(zone)));
-        clusterdns_plugin::info!(
+        clusterdns_contract::info!(
             "file",
             "Successfully reloaded zone {:?} in {:?} with {} SOA serial",
             self.origin.to_string(),
@@ -260,7 +260,7 @@ impl Plugin for File {
         w: &'a mut ResponseWriter,
     ) -> BoxFuture<'a, Flow> {
         Box::pin(async move {
-            let p = match clusterdns_plugin::note_or_query::<Pending>(self, req, w) {
+            let p = match clusterdns_contract::note_or_query::<Pending>(self, req, w) {
                 Ok(p) => p,
                 Err(flow) => return flow,
             };
@@ -330,9 +330,9 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
             return Err(d.arg_err());
         };
         let shown = first.text.clone();
-        let path = clusterdns_plugin::parse::config_path(ctx.config_dir, &shown);
+        let path = clusterdns_contract::parse::config_path(ctx.config_dir, &shown);
         let rest: Vec<&str> = d.args[1..].iter().map(|t| t.text.as_str()).collect();
-        let names = clusterdns_plugin::parse::origins_or_block(&rest, &block_zones);
+        let names = clusterdns_contract::parse::origins_or_block(&rest, &block_zones);
         let readable = match std::fs::File::open(&path) {
             Ok(_) => true,
             Err(e) => {
@@ -370,13 +370,13 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
             let args: Vec<&str> = p.arg_texts().collect();
             match p.name.text.as_str() {
                 "fallthrough" => {
-                    fall = Some(clusterdns_plugin::parse::fall_zones(&args));
+                    fall = Some(clusterdns_contract::parse::fall_zones(&args));
                 }
                 "reload" => {
                     let Some(a) = args.first() else {
                         return Err(p.err("reload duration value is expected"));
                     };
-                    let v = clusterdns_plugin::parse::signed_duration(p, a)?;
+                    let v = clusterdns_contract::parse::signed_duration(p, a)?;
                     reload = Duration::from_nanos(u64::try_from(v.nanos()).map_err(|_| {
                         p.err(format!("invalid negative duration for reload '{a}'"))
                     })?);
@@ -401,11 +401,11 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         if reload.is_zero() {
             return Err(err);
         }
-        clusterdns_plugin::warning!(
+        clusterdns_contract::warning!(
             "file",
             "Failed to open {:?}: trying again in {}",
             msg,
-            clusterdns_plugin::duration::format_go(reload)
+            clusterdns_contract::duration::format_go(reload)
         );
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use clusterdns_plugin::{Plugin, testing};
+use clusterdns_contract::{Plugin, testing};
 use clusterdns_wire::{Rcode, Rtype};
 
 use super::DEF;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries, Registry, TIME_BUCKETS};
+use clusterdns_contract::metrics::{Counter, Family, HistogramSeries, Registry, TIME_BUCKETS};
 
 /// Handles to the metric families, resolved at setup.
 #[derive(Debug, Clone)]

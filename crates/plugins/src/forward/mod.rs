@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use clusterdns_plugin::{
+use clusterdns_contract::{
     BoxFuture, Flow, Plugin, PluginDef, PluginError, Proto, Request, ResponseWriter,
 };
 use clusterdns_wire::{HEADER_LEN, Header, Message, Name, Rcode};

@@ -3,7 +3,7 @@
 //! half of all lookups are AAAA). The reply carries a SOA synthesized for
 //! FROM so that clients and caches keep it as a negative answer (RFC 2308).
 
-use clusterdns_plugin::{Request, ResponseWriter};
+use clusterdns_contract::{Request, ResponseWriter};
 use clusterdns_wire::{Name, Section};
 
 /// The SOA's TTL and its MINIMUM: how long the NODATA is kept.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries};
+use clusterdns_contract::metrics::{Counter, Family, HistogramSeries};
 use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rtype};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
+use clusterdns_contract::SetupCtx;
+use clusterdns_contract::parse::{atoi, duration, one_arg, parse_uint, signed_duration, zone};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::SetupCtx;
-use clusterdns_plugin::parse::{atoi, duration, one_arg, parse_uint, signed_duration, zone};
 use clusterdns_wire::{Name, Rcode};
 use parking_lot::Mutex;
 use tokio_rustls::rustls::pki_types::ServerName;
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn options_and_errors() {
-        let m = Metrics::new(&clusterdns_plugin::metrics::Registry::new());
+        let m = Metrics::new(&clusterdns_contract::metrics::Registry::new());
         let p = |body: &str| {
             let d = dir(&format!(
                 ". {{\n forward . 127.0.0.1 127.0.0.2 {{\n{body}\n }}\n}}\n"

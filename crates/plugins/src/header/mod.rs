@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{FLAG_AA, FLAG_RA, FLAG_RD};
 
 /// Registration of *header*.
@@ -48,7 +48,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     let last = dirs.last().copied();
     match last {
         Some(d) => Err(d.arg_err()),
-        None => clusterdns_plugin::parse::once(dirs).map(|_| ()),
+        None => clusterdns_contract::parse::once(dirs).map(|_| ()),
     }
 }
 

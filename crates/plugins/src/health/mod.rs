@@ -4,14 +4,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clusterdns_contract::duration::format_go;
+use clusterdns_contract::metrics::{Counter, HistogramSeries};
+use clusterdns_contract::{HttpReply, HttpRoute, PluginDef, SetupCtx, warning};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::duration::format_go;
-use clusterdns_plugin::metrics::{Counter, HistogramSeries};
-use clusterdns_plugin::{HttpReply, HttpRoute, PluginDef, SetupCtx, warning};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use clusterdns_plugin::parse::listen_addr;
+use clusterdns_contract::parse::listen_addr;
 
 /// Registration of *health*.
 pub const DEF: PluginDef = PluginDef {
@@ -33,7 +33,7 @@ fn parse(dirs: &[&Directive]) -> Result<HealthConfig, ConfigError> {
     let mut addr = listen_addr(DEFAULT_ADDR).map_err(|e| dirs[0].err(e))?;
     let mut lameduck = Duration::ZERO;
     for d in dirs {
-        if let Some(a) = clusterdns_plugin::parse::optional_arg(d)? {
+        if let Some(a) = clusterdns_contract::parse::optional_arg(d)? {
             addr = listen_addr(a).map_err(|e| d.err(e))?;
         }
         for line in &d.block {
@@ -42,7 +42,7 @@ fn parse(dirs: &[&Directive]) -> Result<HealthConfig, ConfigError> {
                     let [a] = line.args.as_slice() else {
                         return Err(line.arg_err());
                     };
-                    lameduck = clusterdns_plugin::duration::parse_go(&a.text).map_err(|e| {
+                    lameduck = clusterdns_contract::duration::parse_go(&a.text).map_err(|e| {
                         a.err(format!(
                             "unable to parse lameduck duration value: '{}' : {e}",
                             a.text

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use clusterdns_contract::metrics::{Family, Gauge, Registry};
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::metrics::{Family, Gauge, Registry};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Class, Name, RData, Rcode, Rtype, Section, parse_reverse};
 
 use map::{Map, ParseOptions, in_zones, wildcard_of};
@@ -216,7 +216,7 @@ impl Loader {
         };
         let text = String::from_utf8_lossy(&bytes);
         let file = Map::parse(&text, &self.opts);
-        clusterdns_plugin::debug!("hosts", "Parsed hosts file into {} entries", file.len());
+        clusterdns_contract::debug!("hosts", "Parsed hosts file into {} entries", file.len());
         let entries = file.len() + self.inline.len();
         self.data.store(Arc::new(Snapshot {
             file,
@@ -241,13 +241,13 @@ impl Loader {
 }
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
     let mut path = PathBuf::from(DEFAULT_PATH);
     if let Some(first) = d.args.first() {
-        path = clusterdns_plugin::parse::config_path(ctx.config_dir, &first.text);
+        path = clusterdns_contract::parse::config_path(ctx.config_dir, &first.text);
         match std::fs::metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                clusterdns_plugin::warning!("hosts", "File does not exist: {}", path.display());
+                clusterdns_contract::warning!("hosts", "File does not exist: {}", path.display());
             }
             Err(e) => {
                 return Err(first.err(format!(
@@ -256,16 +256,16 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                 )));
             }
             Ok(m) if m.is_dir() => {
-                clusterdns_plugin::warning!("hosts", "Hosts file {:?} is a directory", path);
+                clusterdns_contract::warning!("hosts", "Hosts file {:?} is a directory", path);
             }
             Ok(_) => {}
         }
     }
     let zones = if d.args.len() > 1 {
-        clusterdns_plugin::parse::origins(d.args[1..].iter().map(|t| t.text.as_str()))
+        clusterdns_contract::parse::origins(d.args[1..].iter().map(|t| t.text.as_str()))
     } else {
         let z = ctx.zones();
-        clusterdns_plugin::parse::origins(z.iter().map(String::as_str))
+        clusterdns_contract::parse::origins(z.iter().map(String::as_str))
     };
     let mut fall: Option<Vec<Name>> = None;
     let mut fall_unsupported = false;
@@ -280,7 +280,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                 fall = Some(if args.is_empty() {
                     vec![Name::root()]
                 } else {
-                    clusterdns_plugin::parse::origins(args)
+                    clusterdns_contract::parse::origins(args)
                 });
             }
             "fallthrough_unsupported" => {
@@ -306,9 +306,9 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                 let [a] = args.as_slice() else {
                     return Err(p.err("reload needs a duration (zero seconds to disable)"));
                 };
-                reload = match clusterdns_plugin::duration::parse_go(a) {
+                reload = match clusterdns_contract::duration::parse_go(a) {
                     Ok(v) => v,
-                    Err(clusterdns_plugin::duration::DurationError::Negative(_)) => {
+                    Err(clusterdns_contract::duration::DurationError::Negative(_)) => {
                         return Err(p.err(format!("invalid negative duration for reload '{a}'")));
                     }
                     Err(_) => return Err(p.err(format!("invalid duration for reload '{a}'"))),

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterdns_plugin::testing;
-use clusterdns_plugin::{Plugin, Proto};
+use clusterdns_contract::testing;
+use clusterdns_contract::{Plugin, Proto};
 use clusterdns_wire::{Rcode, Rtype};
 
 use super::DEF;

@@ -4,11 +4,11 @@ use std::cell::Cell;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{
+use clusterdns_contract::{
     BoxFuture, ChainTail, ExternalHost, ExternalService, Flow, Plugin, PluginDef, PluginError,
     Request, ResponseWriter, SetupCtx,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{Class, MessageBuilder, Name, RData, Rcode, Rtype, Section};
 
 /// Registration of *k8s_external*.
@@ -71,12 +71,12 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                 .filter_map(|z| Name::from_ascii(z).ok())
                 .collect()
         } else {
-            clusterdns_plugin::parse::origins(d.arg_texts())
+            clusterdns_contract::parse::origins(d.arg_texts())
         };
         for p in &d.block {
             let args: Vec<&str> = p.arg_texts().collect();
             match p.name.text.as_str() {
-                "ttl" => e.ttl = clusterdns_plugin::parse::ttl_0_3600(p)?,
+                "ttl" => e.ttl = clusterdns_contract::parse::ttl_0_3600(p)?,
                 "apex" => {
                     let Some(a) = args.first() else {
                         return Err(p.arg_err());
@@ -88,7 +88,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
                     e.fall = Some(if args.is_empty() {
                         vec![Name::root()]
                     } else {
-                        clusterdns_plugin::parse::origins(args)
+                        clusterdns_contract::parse::origins(args)
                     });
                 }
                 other => return Err(p.err(format!("unknown property '{other}'"))),
@@ -191,7 +191,7 @@ fn lookups_needed(qtype: Rtype, entries: &[ExternalService]) -> Vec<(usize, Name
 impl External {
     /// The server's addresses (none unless `wanted`), in the reused
     /// buffer: give it back with `ADDRS.set`.
-    fn addresses(&self, x: &dyn clusterdns_plugin::Externaler, wanted: bool) -> Vec<IpAddr> {
+    fn addresses(&self, x: &dyn clusterdns_contract::Externaler, wanted: bool) -> Vec<IpAddr> {
         let mut addrs = ADDRS.take();
         addrs.clear();
         if wanted {
@@ -227,7 +227,7 @@ impl External {
         &self,
         req: &Request<'_>,
         w: &mut ResponseWriter,
-        x: &dyn clusterdns_plugin::Externaler,
+        x: &dyn clusterdns_contract::Externaler,
         zone: &Name,
     ) {
         let serial = x.external_serial();
@@ -265,7 +265,7 @@ impl External {
         &self,
         req: &Request<'_>,
         w: &mut ResponseWriter,
-        x: &dyn clusterdns_plugin::Externaler,
+        x: &dyn clusterdns_contract::Externaler,
         zone: &Name,
     ) {
         let serial = x.external_serial();
@@ -306,7 +306,7 @@ impl External {
         &self,
         req: &Request<'_>,
         w: &mut ResponseWriter,
-        x: &dyn clusterdns_plugin::Externaler,
+        x: &dyn clusterdns_contract::Externaler,
         zone: &Name,
         entries: &[ExternalService],
         looked: &[Looked],

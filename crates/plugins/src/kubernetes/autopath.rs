@@ -2,7 +2,7 @@
 //! `Kubernetes.AutoPath`): the namespace of the Pod at the client's
 //! address, with `pods verified` only.
 
-use clusterdns_plugin::{AutoPather, Request};
+use clusterdns_contract::{AutoPather, Request};
 use clusterdns_wire::Name;
 
 use super::Kubernetes;

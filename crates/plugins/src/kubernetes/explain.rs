@@ -2,8 +2,8 @@
 //! labels read as, the objects of the snapshot behind the answer, and why
 //! a name error is NXDOMAIN rather than NODATA. Cold path only.
 
+use clusterdns_contract::Request;
 use clusterdns_kubeindex::{Service, ServiceKind, Snapshot};
-use clusterdns_plugin::Request;
 use clusterdns_wire::Rtype;
 
 use super::Kubernetes;
@@ -54,7 +54,7 @@ fn describe_service(svc: &Service) -> String {
 }
 
 impl Kubernetes {
-    /// [`clusterdns_plugin::Plugin::explain`].
+    /// [`clusterdns_contract::Plugin::explain`].
     pub(super) fn explain_query(&self, req: &Request<'_>) -> Vec<String> {
         let lower = req.qname_lower();
         let Some((zone, off)) = self.zone_for(lower) else {

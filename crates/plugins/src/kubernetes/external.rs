@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
+use clusterdns_contract::{ExternalHost, ExternalService, Externaler, Request};
 use clusterdns_kubeindex::{Port, ReverseHit, Service, Snapshot};
-use clusterdns_plugin::{ExternalHost, ExternalService, Externaler, Request};
 use clusterdns_wire::{Name, Rcode, Rtype, parse_reverse};
 
 use super::Kubernetes;

@@ -8,8 +8,8 @@
 
 use std::net::IpAddr;
 
+use clusterdns_contract::Request;
 use clusterdns_kubeindex::{LabelSelector, Snapshot};
-use clusterdns_plugin::Request;
 use clusterdns_wire::{Rtype, parse_reverse};
 
 use super::Kubernetes;

@@ -29,7 +29,7 @@ use std::cell::RefCell;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use clusterdns_plugin::{Flow, Request, ResponseWriter};
+use clusterdns_contract::{Flow, Request, ResponseWriter};
 use clusterdns_wire::HEADER_LEN;
 use clusterdns_wire::header::{FLAG_CD, FLAG_RD, OPCODE_MASK};
 
@@ -335,7 +335,7 @@ impl Memo {
 
 #[cfg(test)]
 mod tests {
-    use clusterdns_plugin::testing;
+    use clusterdns_contract::testing;
     use clusterdns_wire::{Class, Name, Query, RData, Rtype, Section};
 
     use super::*;

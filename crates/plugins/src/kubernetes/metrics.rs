@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use clusterdns_contract::metrics::{Counter, Family, HistogramSeries, Registry};
 use clusterdns_kubeindex::{IndexHooks, Kind, ProgrammingKind, RequestObserver};
-use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries, Registry};
 
 /// `coredns_kubernetes_dns_programming_duration_seconds`.
 pub(super) const PROGRAMMING: &str = "coredns_kubernetes_dns_programming_duration_seconds";
@@ -48,7 +48,7 @@ impl IndexHooks for MetricsHooks {
             Kind::Namespace => "*v1.Namespace",
             Kind::Node => "*v1.Node",
         };
-        clusterdns_plugin::error!(super::NAME, "Failed to watch {kind}: {error}");
+        clusterdns_contract::error!(super::NAME, "Failed to watch {kind}: {error}");
     }
 
     fn dns_programming(&self, kind: ProgrammingKind, latency: Duration) {

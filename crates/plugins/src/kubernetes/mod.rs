@@ -22,8 +22,8 @@ mod zone;
 
 use std::net::IpAddr;
 
+use clusterdns_contract::{BoxFuture, ChainTail, Flow, Plugin, PluginDef, Request, ResponseWriter};
 use clusterdns_kubeindex::{Snapshot, Snapshots};
-use clusterdns_plugin::{BoxFuture, ChainTail, Flow, Plugin, PluginDef, Request, ResponseWriter};
 use clusterdns_wire::{Name, Rcode, Rtype, Section};
 
 use lookup::{Found, LookupOpts};
@@ -89,11 +89,11 @@ impl Plugin for Kubernetes {
         NAME
     }
 
-    fn auto_pather(&self) -> Option<&dyn clusterdns_plugin::AutoPather> {
+    fn auto_pather(&self) -> Option<&dyn clusterdns_contract::AutoPather> {
         Some(self)
     }
 
-    fn externaler(&self) -> Option<&dyn clusterdns_plugin::Externaler> {
+    fn externaler(&self) -> Option<&dyn clusterdns_contract::Externaler> {
         Some(self)
     }
 
@@ -115,7 +115,7 @@ impl Plugin for Kubernetes {
         })
     }
 
-    fn transferer(&self) -> Option<&dyn clusterdns_plugin::transfer::Transferer> {
+    fn transferer(&self) -> Option<&dyn clusterdns_contract::transfer::Transferer> {
         Some(self)
     }
 

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clusterdns_contract::{ChainTail, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
 use clusterdns_kubeindex::{
     ClientLimits, ClientSource, Index, LabelSelector, RequestObserver, TlsFiles, Watch,
     WatchConfig, yaml,
 };
-use clusterdns_plugin::{ChainTail, SetupCtx};
 use clusterdns_wire::Name;
 use parking_lot::Mutex;
 
@@ -106,7 +106,7 @@ fn negative(p: &Directive, a: &str) -> ConfigError {
 /// `apiserver_qps`: CoreDNS's `strconv.ParseFloat(arg, 32)`, then `>= 0` (so NaN and +Inf
 /// pass, and mean no rate limit, as in client-go).
 fn qps_arg(p: &Directive) -> Result<f32, ConfigError> {
-    let a = clusterdns_plugin::parse::one_arg(p)?;
+    let a = clusterdns_contract::parse::one_arg(p)?;
     let name = &p.name.text;
     let Ok(v) = a.parse::<f64>() else {
         return Err(p.err(format!(
@@ -128,7 +128,7 @@ fn qps_arg(p: &Directive) -> Result<f32, ConfigError> {
 
 /// `apiserver_burst`, `apiserver_max_inflight`: CoreDNS's `strconv.Atoi`, then `>= 0`.
 fn count_arg(p: &Directive) -> Result<u64, ConfigError> {
-    let a = clusterdns_plugin::parse::one_arg(p)?;
+    let a = clusterdns_contract::parse::one_arg(p)?;
     let name = &p.name.text;
     match a.parse::<i64>() {
         Ok(v) => u64::try_from(v).map_err(|_| negative(p, a)),
@@ -194,7 +194,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                     return Err(p.arg_err());
                 };
                 if args.len() > 1 {
-                    clusterdns_plugin::warning!(
+                    clusterdns_contract::warning!(
                         NAME,
                         "multiple endpoints have been deprecated, please specify a single endpoint"
                     );
@@ -258,7 +258,7 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 o.pod_names = true;
             }
             "ttl" => {
-                o.ttl = clusterdns_plugin::parse::ttl_0_3600(p)?;
+                o.ttl = clusterdns_contract::parse::ttl_0_3600(p)?;
             }
             "noendpoints" | "no_aaaa" => {
                 if !args.is_empty() {
@@ -288,8 +288,10 @@ fn parse(ctx: &SetupCtx<'_>, d: &Directive) -> Result<Options, ConfigError> {
                 o.ignore_empty_service = true;
             }
             "startup_timeout" => {
-                o.startup_timeout =
-                    clusterdns_plugin::parse::duration(p, clusterdns_plugin::parse::one_arg(p)?)?;
+                o.startup_timeout = clusterdns_contract::parse::duration(
+                    p,
+                    clusterdns_contract::parse::one_arg(p)?,
+                )?;
             }
             "apiserver_qps" => o.qps = qps_arg(p)?,
             "apiserver_burst" => o.burst = count_arg(p)?,
@@ -395,7 +397,7 @@ fn interface_addrs() -> Vec<IpAddr> {
 
 /// The *kubernetes* setup.
 pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
     let o = parse(ctx, d)?;
     let Some(primary) = o.zones.iter().find(|z| !is_reverse_zone(z)) else {
         return Err(d.err("non-reverse zone name must be used"));
@@ -504,8 +506,8 @@ pub(super) fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), C
 /// reads them at setup (`searchFromResolvConf`); none when the file is
 /// unreadable.
 fn host_search() -> Vec<Name> {
-    let search = clusterdns_plugin::parse::resolv_search("/etc/resolv.conf".as_ref());
-    clusterdns_plugin::parse::search_names(&search.unwrap_or_default())
+    let search = clusterdns_contract::parse::resolv_search("/etc/resolv.conf".as_ref());
+    clusterdns_contract::parse::search_names(&search.unwrap_or_default())
 }
 
 /// How to build the API client: where, with which limits, reporting to which metrics.
@@ -558,7 +560,7 @@ fn start(
                 }
                 tokio::select! {
                     _ = log_tick.tick() => {
-                        clusterdns_plugin::info!(NAME, "waiting for Kubernetes API before starting server");
+                        clusterdns_contract::info!(NAME, "waiting for Kubernetes API before starting server");
                     }
                     _ = tokio::time::sleep(Duration::from_millis(1)) => {}
                 }
@@ -566,7 +568,7 @@ fn start(
         })
     });
     if !synced {
-        clusterdns_plugin::warning!(NAME, "starting server with unsynced Kubernetes API");
+        clusterdns_contract::warning!(NAME, "starting server with unsynced Kubernetes API");
     }
     Ok(())
 }

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use clusterdns_plugin::Plugin;
-use clusterdns_plugin::testing::{self, Reply};
+use clusterdns_contract::Plugin;
+use clusterdns_contract::testing::{self, Reply};
 use clusterdns_wire::{Rcode, Rtype};
 
 use super::DEF;
@@ -986,7 +986,7 @@ fn on_index(index: &clusterdns_kubeindex::Index) -> super::Kubernetes {
         },
         snapshots: index.snapshots(),
         local_ips: Vec::new(),
-        tail: clusterdns_plugin::ChainTail::default(),
+        tail: clusterdns_contract::ChainTail::default(),
         memo_id: super::memo::instance_id(),
         host_search: Vec::new(),
         isolation: None,
@@ -1009,7 +1009,7 @@ fn ask_raw(
     let q = Query::parse(&pkt).unwrap();
     let zone = Name::root();
     let req = testing::request(&q, &zone);
-    let mut w = clusterdns_plugin::ResponseWriter::new();
+    let mut w = clusterdns_contract::ResponseWriter::new();
     let flow = k.query(&req, &mut w);
     (format!("{flow:?}"), w.bytes().to_vec())
 }

@@ -4,7 +4,7 @@
 //! the chain, typically `loop` and `forward`, answers). Only on the
 //! asynchronous path.
 
-use clusterdns_plugin::{Request, ResponseWriter};
+use clusterdns_contract::{Request, ResponseWriter};
 use clusterdns_wire::{Class, Message, Name, Section};
 
 /// Writes the CNAME chain, then the answer records of `upstream` (its TC

@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::hash::Hash;
 use std::net::IpAddr;
 
+use clusterdns_contract::{Request, ResponseWriter};
 use clusterdns_kubeindex::Snapshot;
-use clusterdns_plugin::{Request, ResponseWriter};
 use clusterdns_wire::{Class, MessageBuilder, Name, RData, Rcode, Rtype, Section};
 
 use super::lookup::{self, Found, Host, LabelBuf, Target};

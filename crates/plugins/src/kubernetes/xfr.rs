@@ -7,8 +7,8 @@
 
 use std::net::IpAddr;
 
+use clusterdns_contract::transfer::{TransferError, Transferer};
 use clusterdns_kubeindex::{Service, ServiceKind, Snapshot};
-use clusterdns_plugin::transfer::{TransferError, Transferer};
 use clusterdns_wire::{Name, Record, RecordData};
 
 use super::Kubernetes;

@@ -5,8 +5,8 @@
 
 use std::net::IpAddr;
 
+use clusterdns_contract::Request;
 use clusterdns_kubeindex::{Endpoint, Snapshot};
-use clusterdns_plugin::Request;
 use clusterdns_wire::Rtype;
 
 use super::Kubernetes;

@@ -4,8 +4,8 @@ mod shuffle;
 
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Rcode, Rtype};
 
 use shuffle::{Plan, Subnet};

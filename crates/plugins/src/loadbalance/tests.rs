@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
-use clusterdns_plugin::testing::{self, Reply};
-use clusterdns_plugin::{Outcome, Plugin, ResponseWriter};
+use clusterdns_contract::testing::{self, Reply};
+use clusterdns_contract::{Outcome, Plugin, ResponseWriter};
 use clusterdns_wire::{Class, MessageBuilder, Name, Query, RData, Rcode, Rtype, Section};
 
 use super::{DEF, LoadBalance};
@@ -36,7 +36,7 @@ fn hook(p: &dyn Plugin, qtype: Rtype, msg: &[u8]) -> Vec<u8> {
     };
     assert!(matches!(
         p.query(&req, &mut w),
-        clusterdns_plugin::Flow::Next
+        clusterdns_contract::Flow::Next
     ));
     p.response(&req, &mut w, &outcome);
     w.bytes().to_vec()

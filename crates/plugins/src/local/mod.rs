@@ -3,9 +3,9 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
+use clusterdns_contract::metrics::{Counter, Family};
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::metrics::{Counter, Family};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Class, MessageBuilder, Name, RData, Rcode, Rtype, Section};
 
 /// Registration of *local*.
@@ -31,7 +31,7 @@ const LOOPBACK_PTR: &[u8] = b"\x011\x010\x010\x03127\x07in-addr\x04arpa\x00";
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
     let mut prefix = true;
     for d in dirs {
-        clusterdns_plugin::parse::no_args(d)?;
+        clusterdns_contract::parse::no_args(d)?;
         for p in &d.block {
             match p.name.text.as_str() {
                 "localhost_prefix" => match p.arg_texts().collect::<Vec<_>>().as_slice() {
@@ -141,7 +141,7 @@ impl Plugin for Local {
         let mut b = w.reply(req);
         match kind {
             Kind::Localhost => {
-                clusterdns_plugin::debug!(
+                clusterdns_contract::debug!(
                     "local",
                     "Intercepting localhost query for {:?} {}, from {}",
                     req.qname_lower().to_string(),
@@ -197,7 +197,7 @@ impl Local {
 
 #[cfg(test)]
 mod tests {
-    use clusterdns_plugin::testing;
+    use clusterdns_contract::testing;
     use clusterdns_wire::{Rcode, Rtype};
 
     use super::DEF;

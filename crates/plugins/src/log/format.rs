@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::net::IpAddr;
 
-use clusterdns_plugin::Request;
+use clusterdns_contract::Request;
 use clusterdns_wire::{HEADER_LEN, Header, Rcode};
 
 /// CoreDNS's common (and default) log format.

@@ -5,8 +5,8 @@ mod format;
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Message, Name, Opcode, Rcode, Rtype};
 
 pub use format::{COMBINED_LOG_FORMAT, COMMON_LOG_FORMAT, Format};
@@ -144,7 +144,7 @@ impl Plugin for Log {
             rule.format
                 .render(req, w.bytes(), w.uncompressed_len(), &mut buf);
             buf.push(b'\n');
-            clusterdns_plugin::log::raw(&buf);
+            clusterdns_contract::log::raw(&buf);
         });
     }
 }

@@ -1,7 +1,7 @@
 use std::net::SocketAddr;
 
-use clusterdns_plugin::testing;
-use clusterdns_plugin::{Chain, Proto, ResponseWriter};
+use clusterdns_contract::testing;
+use clusterdns_contract::{Chain, Proto, ResponseWriter};
 use clusterdns_wire::{Name, Query, Rtype};
 
 use super::*;

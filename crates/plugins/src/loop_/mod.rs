@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use clusterdns_contract::log::Level;
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::log::Level;
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rtype};
 use parking_lot::Mutex;
 
@@ -23,7 +23,7 @@ const TRY_FOR: Duration = Duration::from_secs(30);
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
     if !d.args.is_empty() || !d.block.is_empty() {
         return Err(d.arg_err());
     }
@@ -166,7 +166,7 @@ impl Plugin for Loop {
             seen.len()
         };
         if count > 2 {
-            clusterdns_plugin::log::write(
+            clusterdns_contract::log::write(
                 Level::Fatal,
                 "loop",
                 format_args!(

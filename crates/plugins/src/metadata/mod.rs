@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 
 /// Registration of *metadata*.
 pub const DEF: PluginDef = PluginDef {
@@ -15,7 +15,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     // CoreDNS reads one directive, then fails on whatever token comes
     // next: the first line of a block, or a second `metadata`.
     let Some(d) = dirs.first() else {
-        return clusterdns_plugin::parse::once(dirs).map(|_| ());
+        return clusterdns_contract::parse::once(dirs).map(|_| ());
     };
     if let Some(first) = d.block.first() {
         return Err(first.name.err(format!(

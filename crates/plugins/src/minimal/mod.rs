@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::response::{Class, Kind};
+use clusterdns_contract::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::response::{Class, Kind};
-use clusterdns_plugin::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{HEADER_LEN, Header, Message, Section};
 
 /// Registration of *minimal*.
@@ -16,9 +16,9 @@ pub const DEF: PluginDef = PluginDef {
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
     // CoreDNS reads the first line only (and builds one handler).
     let Some(d) = dirs.first() else {
-        return clusterdns_plugin::parse::once(dirs).map(|_| ());
+        return clusterdns_contract::parse::once(dirs).map(|_| ());
     };
-    clusterdns_plugin::parse::no_args_or_block(d)?;
+    clusterdns_contract::parse::no_args_or_block(d)?;
     ctx.add_plugin(Arc::new(Minimal));
     Ok(())
 }
@@ -78,7 +78,7 @@ fn answer_end(msg: &[u8]) -> Option<usize> {
 mod tests {
     use std::net::Ipv4Addr;
 
-    use clusterdns_plugin::testing;
+    use clusterdns_contract::testing;
     use clusterdns_wire::{Class, MessageBuilder, Name, Query, RData, Rcode, Rtype, Section};
 
     use super::{DEF, answer_end};

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Outcome, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Header, Message, Rtype};
 
 /// Registration of *nsid*.
@@ -16,7 +16,7 @@ pub const DEF: PluginDef = PluginDef {
 const NSID: u16 = 3;
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
     let data = if d.args.is_empty() {
         crate::pkg::hostname()
     } else {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use clusterdns_plugin::metrics::{Counter, Family, HistogramSeries, Registry};
+use clusterdns_contract::metrics::{Counter, Family, HistogramSeries, Registry};
 
 /// `plugin.SlimTimeBuckets`: 0.25ms × 10^k, five buckets.
 const SLIM_TIME_BUCKETS: &[f64] = &[0.00025, 0.0025, 0.025, 0.25, 2.5];

@@ -6,7 +6,7 @@
 //! hostnames, *template*'s and *file*'s out-of-zone CNAME targets,
 //! *dns64*'s A records).
 
-use clusterdns_plugin::{Chain, Request, ResponseWriter};
+use clusterdns_contract::{Chain, Request, ResponseWriter};
 use clusterdns_wire::{Class, Header, MessageBuilder, Name, Query, Rtype};
 
 /// Asks `tail` for `target`/`qtype`; returns the reply message.

@@ -4,14 +4,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::metrics::{
+use clusterdns_contract::metrics::{
     Counter, Family, Gauge, HistogramSeries, Registry, SIZE_BUCKETS, TIME_BUCKETS,
 };
-use clusterdns_plugin::{
+use clusterdns_contract::{
     ChainTail, Flow, HttpReply, HttpRoute, Outcome, Plugin, PluginDef, Proto, Request,
     ResponseWriter, SetupCtx,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{Name, Rtype};
 use parking_lot::Mutex;
 
@@ -33,13 +33,13 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     // CoreDNS checks only the address's form at setup; a port or host it
     // cannot listen on is logged when the listener starts, and the server
     // runs without metrics.
-    let (d, addr) = match clusterdns_plugin::parse::once_with_addr(dirs, DEFAULT_ADDR) {
+    let (d, addr) = match clusterdns_contract::parse::once_with_addr(dirs, DEFAULT_ADDR) {
         Ok((d, addr)) => (d, Some(addr)),
         Err(e) if e.msg.starts_with("listen tcp ") && !dirs.is_empty() => {
             let d = dirs[0];
             let why = listen_failure(d, &e.msg);
             ctx.shared.on_startup.push(Box::new(move || {
-                clusterdns_plugin::error!("", "Failed to start metrics handler: {why}");
+                clusterdns_contract::error!("", "Failed to start metrics handler: {why}");
                 Ok(())
             }));
             (d, None)
@@ -425,8 +425,8 @@ impl Prometheus {
         let (s, z, v) = (t.server.as_str(), t.zone_text.as_str(), self.view.as_str());
         let p = proto_index(req.proto);
         let fam = match req.family() {
-            clusterdns_plugin::Family::V4 => 0,
-            clusterdns_plugin::Family::V6 => 1,
+            clusterdns_contract::Family::V4 => 0,
+            clusterdns_contract::Family::V6 => 1,
         };
         let ti = type_index(req.qtype());
         if req.do_bit() {

@@ -1,5 +1,5 @@
-use clusterdns_plugin::testing;
-use clusterdns_plugin::{Chain, Proto, ResponseWriter, Shared};
+use clusterdns_contract::testing;
+use clusterdns_contract::{Chain, Proto, ResponseWriter, Shared};
 use clusterdns_wire::{Name, Query, Rtype};
 
 use super::*;

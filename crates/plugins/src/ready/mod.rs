@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use clusterdns_contract::{HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, info};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{HttpReply, HttpRoute, PluginDef, ReadyList, SetupCtx, info};
 use parking_lot::Mutex;
 
 /// Registration of *ready*.
@@ -17,7 +17,7 @@ pub const DEF: PluginDef = PluginDef {
 const DEFAULT_ADDR: &str = ":8181";
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let (d, addr) = clusterdns_plugin::parse::once_with_addr(dirs, DEFAULT_ADDR)?;
+    let (d, addr) = clusterdns_contract::parse::once_with_addr(dirs, DEFAULT_ADDR)?;
     let mut continuously = false;
     for line in &d.block {
         match line.name.text.as_str() {
@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn setup_rejects() {
         let cases = [
-            (". {\n ready\n ready\n}", clusterdns_plugin::parse::ONCE),
+            (". {\n ready\n ready\n}", clusterdns_contract::parse::ONCE),
             (
                 ". {\n ready a b\n}",
                 "Wrong argument count or unexpected line ending after 'b'",

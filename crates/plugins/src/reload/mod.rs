@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use clusterdns_contract::duration::{Signed, format_go, parse_go_signed};
+use clusterdns_contract::setup::ReloadSettings;
+use clusterdns_contract::{PluginDef, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive, Token};
-use clusterdns_plugin::duration::{Signed, format_go, parse_go_signed};
-use clusterdns_plugin::setup::ReloadSettings;
-use clusterdns_plugin::{PluginDef, SetupCtx};
 
 /// Registration of *reload*.
 pub const DEF: PluginDef = PluginDef {

@@ -7,11 +7,11 @@ mod setup;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{
+use clusterdns_contract::{
     BoxFuture, ChainTail, Deferred, Flow, Outcome, Plugin, PluginDef, PluginError, Request,
     ResponseWriter, SetupCtx,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{HEADER_LEN, Query, Rcode};
 
 use reply::{CnameSplice, Plan};

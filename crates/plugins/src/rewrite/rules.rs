@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use clusterdns_plugin::Request;
+use clusterdns_contract::Request;
 use clusterdns_wire::Name;
 use regex::Regex;
 

@@ -33,7 +33,7 @@ fn errors_name_the_line() {
     );
 }
 
-use clusterdns_plugin::testing;
+use clusterdns_contract::testing;
 use clusterdns_wire::{Name, Query, Rtype};
 
 use super::rules::{Pass, Rule, Text};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::metrics::{Counter, Family, Registry};
+use clusterdns_contract::metrics::{Counter, Family, Registry};
 use parking_lot::Mutex;
 
 /// `(server, zone, class, type)`.

@@ -7,7 +7,7 @@ mod text;
 use std::cell::RefCell;
 use std::fmt::Write as _;
 
-use clusterdns_plugin::{
+use clusterdns_contract::{
     BlockChain, BoxFuture, Flow, Plugin, PluginDef, PluginError, Request, ResponseWriter,
 };
 use clusterdns_wire::{Class, Name, Rcode, Record, RecordData, Rtype, Section};
@@ -198,7 +198,7 @@ impl Plugin for TemplatePlugin {
     ) -> BoxFuture<'a, Flow> {
         Box::pin(async move {
             // Asked without the synchronous pass: it runs, then the chase.
-            let p = match clusterdns_plugin::note_or_query::<Pending>(self, req, w) {
+            let p = match clusterdns_contract::note_or_query::<Pending>(self, req, w) {
                 Ok(p) => *p,
                 Err(flow) => return flow,
             };

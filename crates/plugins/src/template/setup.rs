@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use clusterdns_contract::{BlockChain, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive, normalize_zones};
-use clusterdns_plugin::{BlockChain, SetupCtx};
 use clusterdns_wire::{Class, Name, Rcode, Record, Rtype};
 use regex::Regex;
 

@@ -1,4 +1,4 @@
-use clusterdns_plugin::testing;
+use clusterdns_contract::testing;
 use clusterdns_wire::{Rcode, Rtype};
 
 use super::DEF;

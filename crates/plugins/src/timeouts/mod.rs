@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use clusterdns_contract::duration::{Signed, parse_go_signed};
+use clusterdns_contract::{ConnLimits, PluginDef, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::duration::{Signed, parse_go_signed};
-use clusterdns_plugin::{ConnLimits, PluginDef, SetupCtx};
 
 /// Registration of *timeouts*.
 pub const DEF: PluginDef = PluginDef {
@@ -46,7 +46,7 @@ fn as_quoted(s: &str) -> String {
 }
 
 fn parse(d: &Directive, limits: &mut ConnLimits) -> Result<(), ConfigError> {
-    clusterdns_plugin::parse::no_args(d)?;
+    clusterdns_contract::parse::no_args(d)?;
     let mut set = 0;
     for line in &d.block {
         let option = line.name.text.as_str();

@@ -3,11 +3,11 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::transfer::TransferError;
-use clusterdns_plugin::{
+use clusterdns_contract::transfer::TransferError;
+use clusterdns_contract::{
     ChainTail, Flow, Plugin, PluginDef, PluginError, Proto, Request, ResponseWriter, SetupCtx,
 };
+use clusterdns_corefile::{ConfigError, Directive};
 use clusterdns_wire::{Message, MessageBuilder, Name, Rcode, Record, RecordData, Rtype, Section};
 
 /// Registration of *transfer*.
@@ -150,7 +150,7 @@ impl Plugin for Transfer {
         }
         let (count, soa_serial) = out.finish();
         if count == 1 && soa_serial.is_some() {
-            clusterdns_plugin::info!(
+            clusterdns_contract::info!(
                 "transfer",
                 "Outgoing noop, incremental transfer for up to date zone {:?} to {} for {} SOA serial",
                 req.qname().to_string(),
@@ -158,7 +158,7 @@ impl Plugin for Transfer {
                 soa_serial.unwrap_or(0)
             );
         } else {
-            clusterdns_plugin::info!(
+            clusterdns_contract::info!(
                 "transfer",
                 "Outgoing transfer of {} records of zone {:?} to {} for {} SOA serial",
                 count,
@@ -175,7 +175,7 @@ impl Plugin for Transfer {
 /// of uncompressed records; compressed, a batch always fits a message.
 const BATCH_BYTES: usize = 63_000;
 
-/// Turns the records a [`Transferer`](clusterdns_plugin::transfer::Transferer)
+/// Turns the records a [`Transferer`](clusterdns_contract::transfer::Transferer)
 /// hands out into the transfer's messages as they come: the first in the
 /// writer, the others after it. At most one batch is held.
 struct Out<'a, 'r> {
@@ -330,7 +330,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
     let mut xfrs = Vec::new();
     for d in dirs {
         let args: Vec<&str> = d.arg_texts().collect();
-        let zones = clusterdns_plugin::parse::origins_or_block(&args, &block_zones);
+        let zones = clusterdns_contract::parse::origins_or_block(&args, &block_zones);
         let mut to = Vec::new();
         let mut source: Option<IpAddr> = None;
         for p in &d.block {

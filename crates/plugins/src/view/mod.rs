@@ -4,8 +4,10 @@ mod expr;
 
 use std::sync::Arc;
 
+use clusterdns_contract::{
+    BlockFilter, Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx,
+};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{BlockFilter, Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 
 pub use expr::{CompileError, Program};
 
@@ -36,7 +38,7 @@ impl BlockFilter for View {
 }
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
-    let d = clusterdns_plugin::parse::once(dirs)?;
+    let d = clusterdns_contract::parse::once(dirs)?;
     let view = Arc::new(parse(d)?);
     ctx.filter = Some(view);
     ctx.add_plugin(Arc::new(Pass));
@@ -44,7 +46,7 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
 }
 
 fn parse(d: &Directive) -> Result<View, ConfigError> {
-    let name = clusterdns_plugin::parse::one_arg(d)?.to_owned();
+    let name = clusterdns_contract::parse::one_arg(d)?.to_owned();
     let mut programs = Vec::new();
     for line in &d.block {
         match line.name.text.as_str() {
@@ -96,7 +98,7 @@ mod tests {
                 ". {\n view v {\n  foo true\n }\n}",
                 "unknown property 'foo'",
             ),
-            (". {\n view v\n view w\n}", clusterdns_plugin::parse::ONCE),
+            (". {\n view v\n view w\n}", clusterdns_contract::parse::ONCE),
             (
                 ". {\n view v {\n  expr foo()\n }\n}",
                 "unknown name foo (1:1)\n | foo()\n | ^",

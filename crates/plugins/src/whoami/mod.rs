@@ -3,8 +3,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use clusterdns_contract::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_plugin::{Flow, Plugin, PluginDef, Request, ResponseWriter, SetupCtx};
 use clusterdns_wire::{Name, RData, Section};
 
 /// Registration of *whoami*.
@@ -42,8 +42,8 @@ impl Plugin for Whoami {
         // CoreDNS writes the query name as the client sent it (its case).
         let qname = req.qname();
         let label: &[u8] = match req.proto {
-            clusterdns_plugin::Proto::Udp => b"_udp",
-            clusterdns_plugin::Proto::Tcp => b"_tcp",
+            clusterdns_contract::Proto::Udp => b"_udp",
+            clusterdns_contract::Proto::Tcp => b"_tcp",
         };
         // A name one label longer than the query may not fit in 255
         // bytes; then the SRV record is left out.

@@ -8,7 +8,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::listen;
+use clusterdns_contract::listen;
 use tokio::sync::watch;
 
 use crate::mux::Mux;

@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use clusterdns_plugin::metrics::{Counter, Family, Gauge, Registry};
-use clusterdns_plugin::{PluginDef, error, info, warning};
+use clusterdns_contract::metrics::{Counter, Family, Gauge, Registry};
+use clusterdns_contract::{PluginDef, error, info, warning};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::admin;
@@ -207,8 +207,8 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
     let metrics = opts.metrics.clone().unwrap_or_default();
     // The process_* families every Prometheus client exports (the
     // dashboards' memory and CPU panels), read at scrape time.
-    metrics.get_or_register(clusterdns_plugin::process::NAME, || {
-        clusterdns_plugin::process::Process
+    metrics.get_or_register(clusterdns_contract::process::NAME, || {
+        clusterdns_contract::process::Process
     });
     let instance = Instance::build(&opts.source, &opts.registry, opts.dns_port, metrics.clone())?;
     let workers = opts.udp_workers.unwrap_or_else(|| {
@@ -218,7 +218,7 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
     });
     let empty = Instance {
         listeners: Vec::new(),
-        shared: clusterdns_plugin::Shared::new(metrics.clone()),
+        shared: clusterdns_contract::Shared::new(metrics.clone()),
         checksum: String::new(),
         banner: Vec::new(),
     };
@@ -239,7 +239,7 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
             out.push_str(l);
             out.push('\n');
         }
-        clusterdns_plugin::log::raw(out.as_bytes());
+        clusterdns_contract::log::raw(out.as_bytes());
     }
     if state.instance.shared.reload.is_some() {
         info!(
@@ -248,7 +248,7 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
         );
     }
     if !opts.quiet {
-        clusterdns_plugin::log::raw(format!("{}\n", opts.banner).as_bytes());
+        clusterdns_contract::log::raw(format!("{}\n", opts.banner).as_bytes());
     }
     let reload_failed = metrics.get_or_register("coredns_reload_failed_total", || {
         Family::<Counter>::new(
@@ -400,7 +400,7 @@ async fn serve_until_stopped(opts: Options, mut control: Control) -> Result<(), 
 /// The longest a stopping server waits for the queries in flight.
 const DRAIN: Duration = Duration::from_secs(5);
 
-fn run_hooks(hooks: Vec<clusterdns_plugin::setup::Hook>) {
+fn run_hooks(hooks: Vec<clusterdns_contract::setup::Hook>) {
     for h in hooks {
         if let Err(e) = h() {
             error!("", "{e}");
@@ -473,11 +473,11 @@ async fn apply(
     // 2. Start the new configuration's plugins. CoreDNS sets (or clears)
     // its debug logging as it makes the new servers, before their start-up
     // hooks, so a reload that drops *debug* turns it off.
-    clusterdns_plugin::log::set_debug(next.shared.debug);
+    clusterdns_contract::log::set_debug(next.shared.debug);
     let hooks = std::mem::take(&mut next.shared.on_startup);
     for h in hooks {
         if let Err(e) = h() {
-            clusterdns_plugin::log::set_debug(state.instance.shared.debug);
+            clusterdns_contract::log::set_debug(state.instance.shared.debug);
             for (_, s) in fresh {
                 s.stop();
             }

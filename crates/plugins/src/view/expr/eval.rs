@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
-use clusterdns_plugin::Request;
+use clusterdns_contract::Request;
 use regex::Regex;
 
 use super::{BinOp, Func, Node, Value};

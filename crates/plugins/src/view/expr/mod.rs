@@ -11,7 +11,7 @@ mod parse;
 
 use std::borrow::Cow;
 
-use clusterdns_plugin::Request;
+use clusterdns_contract::Request;
 use regex::Regex;
 
 use crate::pkg::nets::Nets;

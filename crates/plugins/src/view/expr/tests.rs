@@ -1,6 +1,6 @@
 use std::net::SocketAddr;
 
-use clusterdns_plugin::{Proto, testing};
+use clusterdns_contract::{Proto, testing};
 use clusterdns_wire::{Name, Query, Rtype};
 
 use super::*;

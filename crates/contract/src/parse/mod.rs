@@ -4,7 +4,7 @@
 //! addresses, each with the error text CoreDNS prints.
 //!
 //! ```
-//! use clusterdns_plugin::parse;
+//! use clusterdns_contract::parse;
 //!
 //! let text = ". {\n cache 30 {\n  prefetch 2 1m\n }\n cache\n}\n";
 //! let env = clusterdns_corefile::ProcessEnv;
