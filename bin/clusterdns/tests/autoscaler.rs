@@ -9,8 +9,6 @@
 mod common;
 mod ops;
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -80,18 +78,9 @@ impl Autoscaler {
 
     /// `GET path` on the health listener: status code and body.
     fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.health)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).ok()?;
-        let code = reply.split_whitespace().nth(1)?.parse().ok()?;
-        let body = reply.split_once("\r\n\r\n")?.1.to_owned();
-        Some((code, body))
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.health));
+        let r = clusterdns_test_support::http_get(addr, path);
+        (r.status != 0).then(|| (r.status, r.text()))
     }
 
     /// Waits until `/last-poll` answers `code` with a body containing `text`; returns the body.

@@ -40,7 +40,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
@@ -315,12 +315,8 @@ fn start_pod(pod: &Path, args: &[String], log: &Path) -> ServerProcess {
 /// The status code of `GET http://POD_ADDR:port/path`, or `None`.
 fn http_status(port: u16, path: &str) -> Option<u16> {
     let addr = std::net::SocketAddr::new(POD_ADDR.parse().ok()?, port);
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {POD_ADDR}\r\n\r\n").ok()?;
-    let mut buf = String::new();
-    let _ = s.read_to_string(&mut buf);
-    buf.split_whitespace().nth(1)?.parse().ok()
+    let status = clusterdns_test_support::http_get(addr, path).status;
+    (status != 0).then_some(status)
 }
 
 /// `dig +short` of `name` `qtype` at the pod's :53.

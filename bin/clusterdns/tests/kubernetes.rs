@@ -3,9 +3,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-
 use common::{Server, free_port, lines, status};
 
 const DEMO_COREFILE: &str = include_str!("../../../demo/Corefile");
@@ -13,18 +10,9 @@ const DEMO_CLUSTER: &str = include_str!("../../../demo/cluster.yaml");
 const OBJECTS: &str = include_str!("../../../crates/plugins/src/kubernetes/testdata/objects.yaml");
 
 fn http_get(port: u16, path: &str) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
-    };
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, out)
+    let r =
+        clusterdns_test_support::http_get(std::net::SocketAddr::from(([127, 0, 0, 1], port)), path);
+    (r.status, r.text())
 }
 
 /// The demo Corefile on free ports (so it runs next to other tests).

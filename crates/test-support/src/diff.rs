@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -724,13 +724,8 @@ impl RunningServer {
 }
 
 fn http_get_status(addr: SocketAddr, path: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut buf = String::new();
-    let _ = s.read_to_string(&mut buf);
-    buf.split_whitespace().nth(1)?.parse().ok()
+    let status = crate::ops::http_get(addr, path).status;
+    (status != 0).then_some(status)
 }
 
 /// The reference and the candidate server, running on the same Corefile.

@@ -276,6 +276,11 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
+    /// The body as text (lossy UTF-8).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
     /// The value of header `name` (any case), if present.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -283,6 +288,11 @@ impl HttpResponse {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// `GET path` at `addr`: [`http_request`] with no extra headers.
+pub fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
+    http_request(addr, "GET", path, &[])
 }
 
 /// Sends one HTTP/1.1 request with `headers` and reads one response: to

@@ -69,17 +69,15 @@ fn converge(d: &Differential, name: &str, qtype: &str, want: Option<&[&str]>) {
 
 /// `..._count{service_kind="KIND"}` of clusterdns's programming histogram.
 fn programming_count(d: &Differential, kind: &str) -> u64 {
-    use std::io::{Read, Write};
     let port = d
         .candidate
         .ports
         .get("PORT_PROM")
         .copied()
         .expect("metrics port");
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics");
-    let _ = write!(s, "GET /metrics HTTP/1.0\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
+    let metrics = clusterdns_test_support::http_get(([127, 0, 0, 1], port).into(), "/metrics");
+    assert_eq!(metrics.status, 200, "metrics");
+    let body = metrics.text();
     let key = format!(
         "coredns_kubernetes_dns_programming_duration_seconds_count{{service_kind=\"{kind}\"}} "
     );

@@ -85,21 +85,7 @@ impl Netns {
     /// the connection fails.
     pub fn http_status(&self, addr: std::net::SocketAddr, path: &str) -> u16 {
         let path = path.to_string();
-        self.within(move || {
-            use std::io::{Read, Write};
-            let timeout = std::time::Duration::from_secs(2);
-            let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, timeout) else {
-                return 0;
-            };
-            let _ = s.set_read_timeout(Some(timeout));
-            let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
-            let mut buf = String::new();
-            let _ = s.read_to_string(&mut buf);
-            buf.split_whitespace()
-                .nth(1)
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(0)
-        })
+        self.within(move || clusterdns_test_support::http_get(addr, &path).status)
     }
 }
 

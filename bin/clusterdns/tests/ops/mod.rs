@@ -2,8 +2,8 @@
 //! reload, log): plain HTTP GET, metric lookup, the reference CoreDNS.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,23 +17,8 @@ pub fn get(port: u16, path: &str) -> (u16, String) {
 
 /// [`get`] at any address.
 pub fn get_at(addr: SocketAddr, path: &str) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return (0, String::new());
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    let mut buf = String::new();
-    let _ = s.read_to_string(&mut buf);
-    let status = buf
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = buf
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    (status, body)
+    let r = clusterdns_test_support::http_get(addr, path);
+    (r.status, r.text())
 }
 
 /// Polls `GET path` until it gives a status, for up to 10 s.
