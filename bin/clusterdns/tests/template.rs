@@ -213,6 +213,42 @@ fn readme_examples_and_every_field_agree() {
     assert_metrics_agree(&diff, &families, "");
 }
 
+/// Number literals in a template read as Go's text/template reads them
+/// (`strconv.ParseInt(text, 0, 64)` after its lexer): `010` is octal, base
+/// prefixes and underscores are numbers, a sign is part of the literal.
+#[test]
+fn number_literals_read_as_go_reads_them() {
+    let coredns = coredns_or_skip!();
+    let literals = [
+        "010", "0x1F", "0o17", "0b101", "1_000", "0x_1f", "+7", "-010", "0",
+    ];
+    let mut corefile = String::from(".:@PORT@ {\n    bind 127.0.0.1\n");
+    for (i, n) in literals.iter().enumerate() {
+        corefile.push_str(&format!(
+            "    template IN TXT n{i}.example {{\n        answer \"{{{{ .Name }}}} 60 IN TXT {{{{ {n} }}}}\"\n    }}\n"
+        ));
+    }
+    corefile.push_str("}\n");
+    let diff = differential(&coredns, &corefile, &[]);
+    let qs: Vec<Query> = (0..literals.len())
+        .map(|i| Query::new(&format!("x.n{i}.example"), "TXT"))
+        .collect();
+    let d = disagreements(&diff, &qs);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    // And the answers are numbers, not errors both servers agree on.
+    let a = diff.candidate.addr;
+    let out = std::process::Command::new("dig")
+        .args([&format!("@{}", a.ip()), "-p", &a.port().to_string()])
+        .args(["x.n0.example", "TXT", "+short", "+tries=1"])
+        .output()
+        .expect("dig");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "\"8\"",
+        "{out:?}"
+    );
+}
+
 /// AKS's Corefile with its two templates, hosts in place of kubernetes.
 const AKS: &str = r#".:@PORT@ {
     bind 127.0.0.1

@@ -224,24 +224,19 @@ impl Parser<'_> {
                 }
                 None => self.err("unterminated raw quoted string"),
             },
-            '-' | '0'..='9' => {
+            '+' | '-' | '0'..='9' => {
+                // Go's lexer takes a sign, digits, letters (base prefixes,
+                // hex digits) and underscores as one number, and reads an
+                // integer as strconv.ParseInt(text, 0, 64) does: `010` is
+                // octal 8, `0b101`, `0o17` and `1_000` are numbers too.
                 let end = 1 + rest[1..]
-                    .find(|c: char| !c.is_ascii_alphanumeric())
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                     .unwrap_or(rest.len() - 1);
                 let text = &rest[..end];
                 self.pos += end;
-                let (neg, body) = match text.strip_prefix('-') {
-                    Some(b) => (true, b),
-                    None => (false, text),
-                };
-                let v = if let Some(hex) = body.strip_prefix("0x").or(body.strip_prefix("0X")) {
-                    i64::from_str_radix(hex, 16).ok()
-                } else {
-                    body.parse::<i64>().ok()
-                };
-                match v {
-                    Some(v) => Ok(Tok::Num(if neg { -v } else { v }, text.to_string())),
-                    None => self.unsupported(&format!("the number {text}")),
+                match clusterdns_gocompat::strconv::parse_int(text, 0, 64) {
+                    Ok(v) => Ok(Tok::Num(v, text.to_string())),
+                    Err(_) => self.unsupported(&format!("the number {text}")),
                 }
             }
             '$' => self.unsupported("a variable"),
