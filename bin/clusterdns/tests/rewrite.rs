@@ -10,14 +10,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod differ;
+
+use differ::{clusterdns, disagreements};
+
 use clusterdns_test_support::{
     Differential, Query, RunningServer, ServerSpec, Transport, coredns_or_skip, run_corefile,
     without_location,
 };
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// An upstream (the reference itself) with answers of every shape the
 /// rules rewrite: addresses, MX with glue, SRV, PTR, a CNAME chain into
@@ -90,22 +90,7 @@ fn upstream(coredns: &Path, corefile: &str) -> (RunningServer, String) {
 
 /// Both servers on `corefile` with `@UP@` = `up`.
 fn differential(coredns: &Path, corefile: &str, up: &str) -> Differential {
-    let r = ServerSpec::coredns_at(coredns, corefile).var("UP", up);
-    let c = ServerSpec::clusterdns_at(clusterdns(), corefile).var("UP", up);
-    Differential::between(None, r, c).expect("start both")
-}
-
-/// Sends every query over UDP and TCP to both; the disagreements.
-fn disagreements(diff: &Differential, queries: &[Query]) -> Vec<String> {
-    let mut out = Vec::new();
-    for q in queries {
-        for c in diff.query_udp_and_tcp(q) {
-            if !c.agree() {
-                out.push(c.to_string());
-            }
-        }
-    }
-    out
+    differ::differential(coredns, corefile, &[("UP", up)])
 }
 
 /// Runs each `(rules, queries)` case on a fresh pair of servers.

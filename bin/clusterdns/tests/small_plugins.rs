@@ -7,37 +7,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{
-    Differential, Query, RunningServer, ServerSpec, coredns_or_skip, log_lines,
-};
+mod differ;
 
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
+use differ::{clusterdns, differential, disagreements};
 
-/// Both servers on `corefile` with `vars` substituted.
-fn differential(coredns: &Path, corefile: &str, vars: &[(&str, &str)]) -> Differential {
-    let mut r = ServerSpec::coredns_at(coredns, corefile);
-    let mut c = ServerSpec::clusterdns_at(clusterdns(), corefile);
-    for (k, v) in vars {
-        r = r.var(k, v);
-        c = c.var(k, v);
-    }
-    Differential::between(None, r, c).expect("start both")
-}
-
-/// Sends every query over UDP and TCP to both; the disagreements.
-fn disagreements(diff: &Differential, queries: &[Query]) -> Vec<String> {
-    let mut out = Vec::new();
-    for q in queries {
-        for c in diff.query_udp_and_tcp(q) {
-            if !c.agree() {
-                out.push(c.to_string());
-            }
-        }
-    }
-    out
-}
+use clusterdns_test_support::{Query, RunningServer, ServerSpec, coredns_or_skip, log_lines};
 
 /// A hosts block with `n` addresses for `big.cluster.local` (a reply
 /// larger than 1232 bytes once past 75 or so) and one for `api`.
