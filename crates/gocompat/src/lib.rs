@@ -9,11 +9,13 @@
 //!   parses it, and the usage text each prints.
 //! - `time`: `time.ParseDuration` and `Duration.String`.
 //! - `cidr`: `net.ParseCIDR`.
+//! - `hex`: `encoding/hex`'s `DecodeString`.
 //!
 //! It sits below everything else of ours and knows no DNS, so the Corefile
 //! crate, the plugins and the agents that are not plugins share one copy.
 
 pub mod cidr;
 pub mod flag;
+pub mod hex;
 pub mod strconv;
 pub mod time;

@@ -585,7 +585,8 @@ impl Reader {
                     .parse()
                     .map_err(|_| bad("rdata", Some(len_tok)))?;
                 let hex: String = t[2..].iter().map(|x| x.text.as_str()).collect();
-                let data = decode_hex(&hex).ok_or_else(|| bad("rdata", t.get(2)))?;
+                let data = clusterdns_gocompat::hex::decode_string(&hex)
+                    .map_err(|_| bad("rdata", t.get(2)))?;
                 if data.len() != len {
                     return Err(bad("rdata", Some(len_tok)));
                 }
@@ -696,16 +697,6 @@ fn unescape(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -748,6 +739,23 @@ mod tests {
                 "h.example.org.\t5\tIN\tMX\t10 mail.example.org.",
             ]
         );
+    }
+
+    /// RFC 3597 data is Go's `hex.DecodeString`: two digits a byte, and
+    /// nothing else (Rust's `from_str_radix` alone would take `+f`).
+    #[test]
+    fn unknown_type_data_is_hex_as_go_reads_it() {
+        assert_eq!(
+            texts("a TYPE65280 \\# 2 0aFF\n"),
+            ["a.example.org.\t0\tIN\tTYPE65280\t\\# 2 0aff"]
+        );
+        for bad in [
+            "a TYPE65280 \\# 1 +f\n",
+            "a TYPE65280 \\# 1 f\n",
+            "a TYPE65280 \\# 1 0g\n",
+        ] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -327,10 +327,9 @@ fn ttl_rule(args: &[String]) -> Result<Kind, String> {
 
 /// Go's `strconv.ParseUint(s, 10, 32)`.
 fn parse_u32(s: &str) -> Option<u32> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
+    clusterdns_gocompat::strconv::parse_uint(s, 10, 32)
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// CoreDNS `isValidTTL`: `N`, `MIN-MAX`, `-MAX` or `MIN-`.
@@ -440,28 +439,6 @@ fn cname_rule(args: &[String]) -> Result<Cname, String> {
     Ok(Cname { m, to })
 }
 
-/// Go's `hex.DecodeString`, with its error text.
-fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
-    let b = s.as_bytes();
-    let val = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
-    let invalid = |c: u8| format!("encoding/hex: invalid byte: U+{:04X} '{}'", c, c as char);
-    let mut out = Vec::with_capacity(b.len() / 2);
-    let mut j = 1;
-    while j < b.len() {
-        let hi = val(b[j - 1]).ok_or_else(|| invalid(b[j - 1]))?;
-        let lo = val(b[j]).ok_or_else(|| invalid(b[j]))?;
-        out.push(hi << 4 | lo);
-        j += 2;
-    }
-    if b.len() % 2 == 1 {
-        if val(b[j - 1]).is_none() {
-            return Err(invalid(b[j - 1]));
-        }
-        return Err("encoding/hex: odd length hex string".into());
-    }
-    Ok(out)
-}
-
 fn edns_rule(args: &[String]) -> Result<Edns, String> {
     if args.len() < 2 {
         return Err("too few arguments for an EDNS0 rule".into());
@@ -499,7 +476,9 @@ fn edns_rule(args: &[String]) -> Result<Edns, String> {
                 }
             } else {
                 let bytes = match data.strip_prefix("0x") {
-                    Some(h) => hex_decode(h)?,
+                    Some(h) => {
+                        clusterdns_gocompat::hex::decode_string(h).map_err(|e| e.to_string())?
+                    }
                     None => data.as_bytes().to_vec(),
                 };
                 EdnsKind::Local {
@@ -610,19 +589,6 @@ fn variable(s: &str) -> Option<Variable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_hex_texts() {
-        assert_eq!(hex_decode("6162"), Ok(b"ab".to_vec()));
-        assert_eq!(
-            hex_decode("6g").unwrap_err(),
-            "encoding/hex: invalid byte: U+0067 'g'"
-        );
-        assert_eq!(
-            hex_decode("616").unwrap_err(),
-            "encoding/hex: odd length hex string"
-        );
-    }
 
     #[test]
     fn ttl_ranges() {
