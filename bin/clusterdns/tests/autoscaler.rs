@@ -744,15 +744,7 @@ fn two_replicas_do_not_fight() {
 #[test]
 fn a_health_address_without_host_answers_on_both_families() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    let api = common::free_port();
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{api}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
-        ),
-    )
-    .expect("kubeconfig");
+    let kubeconfig = common::unreachable_kubeconfig(dir.path());
     let args = [
         "autoscaler".to_owned(),
         format!("--kubeconfig={}", kubeconfig.display()),

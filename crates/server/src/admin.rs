@@ -23,8 +23,10 @@ use tokio::sync::watch;
 /// The routes served on one address.
 pub(crate) type Routes = Arc<ArcSwap<Vec<HttpRoute>>>;
 
-/// How long a kept-alive connection may wait for its next request (and a
-/// request for its headers).
+/// How long a kept-alive connection may wait for its next request, and
+/// how long a request may take to arrive, head and body (Go's
+/// `ReadTimeout`, which CoreDNS sets to 5 s on these listeners): a client
+/// that trickles its bytes is closed as one that stops.
 const IDLE: Duration = Duration::from_secs(5);
 
 /// The largest request head read.
@@ -60,12 +62,40 @@ struct Request {
     body_len: usize,
 }
 
-fn parse_head(head: &str) -> Option<Request> {
+/// `HTTP/<digit>.<digit>`'s major version, as Go's `ParseHTTPVersion`
+/// reads it.
+fn major_version(version: &str) -> Option<u8> {
+    match version.as_bytes() {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            Some(major - b'0')
+        }
+        _ => None,
+    }
+}
+
+/// The request in `head`, or the status Go's `net/http` refuses it with:
+/// 400 for a request line that is not `METHOD TARGET HTTP/x.y` (one space
+/// apart, the method a token) or a bad `Content-Length`, 505 for a
+/// version other than 1.x (HTTP/2's preface gets the 400 Go's `ServeMux`
+/// gives the `*` target).
+fn parse_head(head: &str) -> Result<Request, u16> {
     let mut lines = head.split("\r\n");
-    let mut first = lines.next()?.split_whitespace();
-    let method = first.next()?.to_string();
-    let target = first.next()?;
-    let version = first.next().unwrap_or("HTTP/1.0");
+    let line = lines.next().unwrap_or("");
+    let (method, rest) = line.split_once(' ').ok_or(400u16)?;
+    let (target, version) = rest.split_once(' ').ok_or(400u16)?;
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if method.is_empty() || !method.bytes().all(token) {
+        return Err(400);
+    }
+    match major_version(version) {
+        Some(1) => {}
+        Some(2) if (method, target, version) == ("PRI", "*", "HTTP/2.0") => return Err(400),
+        Some(_) => return Err(505),
+        None => return Err(400),
+    }
+    let method = method.to_string();
     let mut close = version == "HTTP/1.0";
     let (mut gzip, mut body_len) = (false, 0);
     for l in lines {
@@ -84,13 +114,13 @@ fn parse_head(head: &str) -> Option<Request> {
                 .split(',')
                 .any(|e| e.split(';').next().is_some_and(|e| e.trim() == "gzip"));
         } else if k.eq_ignore_ascii_case("content-length") {
-            body_len = v.parse().ok()?;
+            body_len = v.parse().map_err(|_| 400u16)?;
         } else if k.eq_ignore_ascii_case("transfer-encoding") {
             // A chunked request body is not read: answer, then close.
             close = true;
         }
     }
-    Some(Request {
+    Ok(Request {
         method,
         path: target.split('?').next().unwrap_or("").to_string(),
         close,
@@ -104,6 +134,8 @@ fn parse_head(head: &str) -> Option<Request> {
 async fn connection(mut stream: TcpStream, routes: Routes) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     loop {
+        // The whole request, head and body, by then.
+        let deadline = tokio::time::Instant::now() + IDLE;
         let end = loop {
             if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i + 4;
@@ -112,23 +144,36 @@ async fn connection(mut stream: TcpStream, routes: Routes) -> std::io::Result<()
                 let r = text(431, b"431 Request Header Fields Too Large");
                 return respond(&mut stream, "GET", &r, false, true).await;
             }
-            if !read_more(&mut stream, &mut buf).await? {
+            if !read_more(&mut stream, &mut buf, deadline).await? {
                 return Ok(());
             }
         };
         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        let Some(req) = parse_head(&head) else {
-            let r = text(400, b"400 Bad Request");
-            return respond(&mut stream, "GET", &r, false, true).await;
+        let req = match parse_head(&head) {
+            Ok(req) => req,
+            Err(status) => {
+                let r = match status {
+                    505 => text(
+                        505,
+                        b"505 HTTP Version Not Supported: unsupported protocol version",
+                    ),
+                    _ => text(400, b"400 Bad Request"),
+                };
+                return respond(&mut stream, "GET", &r, false, true).await;
+            }
         };
-        // Skip the request's body (CoreDNS's handlers ignore it).
+        // Skip the request's body (CoreDNS's handlers ignore it), read
+        // and dropped as it comes: never kept, whatever its length says.
         let mut rest = buf.split_off(end);
-        while rest.len() < req.body_len {
-            if !read_more(&mut stream, &mut rest).await? {
+        let mut left = req.body_len;
+        while rest.len() < left {
+            left -= rest.len();
+            rest.clear();
+            if !read_more(&mut stream, &mut rest, deadline).await? {
                 return Ok(());
             }
         }
-        buf = rest.split_off(req.body_len);
+        buf = rest.split_off(left);
         let reply = {
             let table = routes.load();
             match table.iter().find(|r| r.path == req.path) {
@@ -144,10 +189,14 @@ async fn connection(mut stream: TcpStream, routes: Routes) -> std::io::Result<()
 }
 
 /// Reads what the client sent next into `buf`; `false` when it closed
-/// the connection or stayed idle for [`IDLE`].
-async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+/// the connection or `deadline` passed.
+async fn read_more(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    deadline: tokio::time::Instant,
+) -> std::io::Result<bool> {
     let mut chunk = [0u8; 2048];
-    match tokio::time::timeout(IDLE, stream.read(&mut chunk)).await {
+    match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
         Ok(r) => {
             let n = r?;
             buf.extend_from_slice(&chunk[..n]);
@@ -172,6 +221,7 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         404 => "Not Found",
         431 => "Request Header Fields Too Large",
+        505 => "HTTP Version Not Supported",
         503 => "Service Unavailable",
         _ => "",
     }
@@ -298,6 +348,22 @@ mod tests {
         assert!(r.close && !r.gzip);
         let r = parse_head("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
         assert!(r.close);
-        assert!(parse_head("GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n").is_none());
+        assert_eq!(
+            parse_head("GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n").err(),
+            Some(400)
+        );
+        // Request lines Go's net/http refuses.
+        for (line, status) in [
+            ("GARBAGE", 400),
+            ("GET /health", 400),
+            ("GET  /health HTTP/1.1", 400),
+            ("G\u{0}T /health HTTP/1.1", 400),
+            ("GET /health HTTP/1", 400),
+            ("GET /health HTTP/9.9", 505),
+            ("PRI * HTTP/2.0", 400),
+        ] {
+            let r = parse_head(&format!("{line}\r\n\r\n"));
+            assert_eq!(r.err(), Some(status), "{line:?}");
+        }
     }
 }

@@ -273,6 +273,10 @@ pub struct HttpResponse {
     pub headers: Vec<(String, String)>,
     /// The body as sent (not decoded).
     pub body: Vec<u8>,
+    /// Whether the server closed the connection (end of file or a reset)
+    /// before a whole response came; `false` when it came, or when the
+    /// wait ran out with the connection still open.
+    pub closed: bool,
 }
 
 impl HttpResponse {
@@ -304,32 +308,56 @@ pub fn http_request(
     path: &str,
     headers: &[(&str, &str)],
 ) -> HttpResponse {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
-        return HttpResponse::default();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
+    http_exchange(
+        addr,
+        req.as_bytes(),
+        method == "HEAD",
+        Duration::from_secs(3),
+    )
+}
+
+/// Sends `request`, any bytes (the hostile tests' malformed and oversized
+/// heads), and reads one response as [`http_request`] does (the head only
+/// when `head`), each read waiting at most `wait`. What the server does
+/// not read is not waited for: a write that fails or blocks for `wait`
+/// ends the sending, and the reading starts.
+pub fn http_exchange(addr: SocketAddr, request: &[u8], head: bool, wait: Duration) -> HttpResponse {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
         return HttpResponse::default();
-    }
+    };
+    let _ = s.set_read_timeout(Some(wait));
+    let _ = s.set_write_timeout(Some(wait));
+    let _ = s.write_all(request);
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
+    let mut closed = false;
     loop {
         match s.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => closed = true,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            // The wait ran out: the connection is still open.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                break;
+            }
+            Err(_) => closed = true,
         }
-        if let Some(done) = complete(&buf, method == "HEAD")
-            && done
-        {
+        if closed || complete(&buf, head) == Some(true) {
             break;
         }
     }
-    parse_http(&buf)
+    let mut r = parse_http(&buf);
+    r.closed = closed;
+    r
 }
 
 /// Whether `buf` holds a whole response (headers, and a body as long as
@@ -370,6 +398,7 @@ fn parse_http(buf: &[u8]) -> HttpResponse {
         status,
         headers,
         body: buf[end + 4..].to_vec(),
+        closed: false,
     };
     if r.header("transfer-encoding")
         .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))

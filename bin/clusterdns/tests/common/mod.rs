@@ -63,6 +63,22 @@ pub fn config_error(corefile: &str) -> String {
     )
 }
 
+/// A kubeconfig in `dir` naming an API server port where nothing
+/// listens: the autoscaler binds its health listener before its first
+/// list of nodes, so its listener can be tested without a cluster.
+pub fn unreachable_kubeconfig(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let api = free_port();
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{api}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
+        ),
+    )
+    .expect("kubeconfig");
+    path
+}
+
 /// A raw query for `name`/`A` with this ID (RD set, no EDNS).
 pub fn query(name: &str, id: u16) -> Vec<u8> {
     let mut q = id.to_be_bytes().to_vec();
