@@ -142,7 +142,7 @@ async fn connection(mut stream: TcpStream, routes: Routes) -> std::io::Result<()
             }
             if buf.len() >= MAX_HEAD {
                 let r = text(431, b"431 Request Header Fields Too Large");
-                return respond(&mut stream, "GET", &r, false, true).await;
+                return written(respond(&mut stream, "GET", &r, false, true)).await;
             }
             if !read_more(&mut stream, &mut buf, deadline).await? {
                 return Ok(());
@@ -159,7 +159,7 @@ async fn connection(mut stream: TcpStream, routes: Routes) -> std::io::Result<()
                     ),
                     _ => text(400, b"400 Bad Request"),
                 };
-                return respond(&mut stream, "GET", &r, false, true).await;
+                return written(respond(&mut stream, "GET", &r, false, true)).await;
             }
         };
         // Skip the request's body (CoreDNS's handlers ignore it), read
@@ -181,11 +181,30 @@ async fn connection(mut stream: TcpStream, routes: Routes) -> std::io::Result<()
                 None => text(404, b"404 page not found\n"),
             }
         };
-        respond(&mut stream, &req.method, &reply, req.gzip, req.close).await?;
+        written(respond(
+            &mut stream,
+            &req.method,
+            &reply,
+            req.gzip,
+            req.close,
+        ))
+        .await?;
         if req.close {
             return stream.shutdown().await;
         }
     }
+}
+
+/// A response written within [`IDLE`], as Go's `WriteTimeout` bounds it:
+/// a client that stops reading (pipelining requests it never reads the
+/// answers of) loses its connection instead of holding it. A write that
+/// runs out of time is an error, so the connection ends.
+async fn written(
+    respond: impl std::future::Future<Output = std::io::Result<()>>,
+) -> std::io::Result<()> {
+    tokio::time::timeout(IDLE, respond)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 /// Reads what the client sent next into `buf`; `false` when it closed
