@@ -297,7 +297,7 @@ fn wait_listening(l: &Listener) {
     }
 }
 
-/// Another client while an attack runs: every 100 ms a well-formed GET
+/// Another client while an attack runs (and once at least): every 100 ms a well-formed GET
 /// on a fresh connection (200 wanted) and a DNS query over UDP (a
 /// reply wanted; two tries, as a stub resolver makes).
 struct Probe {
@@ -312,7 +312,9 @@ impl Probe {
         let thread = std::thread::spawn(move || {
             let (mut tried, mut failed) = (0, Vec::new());
             let q = Query::new("web.test", "A").to_wire().unwrap();
-            while !s.load(Ordering::Relaxed) {
+            // At least one probe, however short the attack (a thread may
+            // start after a quick one is over): then one every 100 ms.
+            loop {
                 tried += 1;
                 let r = get(&l);
                 if r.status != 200 {
@@ -326,6 +328,9 @@ impl Probe {
                     if !answered {
                         failed.push("DNS over UDP: no reply".into());
                     }
+                }
+                if s.load(Ordering::Relaxed) {
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
