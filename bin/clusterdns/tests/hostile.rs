@@ -18,18 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{Server, free_port};
 use fault::{Fault, Mode};
-use torture::{Sent, raise_nofile, rss_kib, send_some, tcp_socket};
-
-/// Held by the tests that load the machine (dnsperf, thousands of
-/// connections, threads spinning) and by those whose timings that load
-/// would upset, so they do not starve each other's servers by chance.
-static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn heavy() -> std::sync::MutexGuard<'static, ()> {
-    HEAVY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use torture::{Sent, heavy, raise_nofile, rss_kib, send_some, tcp_socket};
 
 /// Threads spinning on every core until dropped: the test machine as
 /// loaded as a CI runner doing other work.

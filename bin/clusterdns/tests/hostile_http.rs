@@ -52,17 +52,7 @@ use clusterdns_test_support::{
     HttpResponse, Query, RunningServer, ServerSpec, exchange_udp, http_exchange, reference_coredns,
 };
 use common::free_port;
-use torture::{Sent, Watch, closed_by_peer, raise_nofile, rss_kib, send_some, tcp_socket};
-
-/// The attacks load the machine and count on the servers' own timeouts:
-/// one at a time, so that they do not starve each other's servers.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use torture::{Sent, Watch, closed_by_peer, heavy, raise_nofile, rss_kib, send_some, tcp_socket};
 
 /// The longest any wait in these tests may last: far past every timeout
 /// of the servers (5 s), only so that a broken server cannot hang a test.
@@ -456,7 +446,7 @@ fn send_all(l: &Listener) -> Vec<(&'static str, HttpResponse)> {
 
 #[test]
 fn malformed_and_oversized_heads_are_refused() {
-    let _one = one_at_a_time();
+    let _one = heavy();
     // Go's net/http (the reference CoreDNS) on the same cases, if built.
     let go = reference_coredns()
         .map(|p| cluster_dns_of(ServerSpec::coredns_at(&p, CLUSTER_DNS), "CoreDNS"));
@@ -519,7 +509,7 @@ const TRICKLE: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaa
 
 #[test]
 fn slow_and_idle_clients_are_closed_and_lock_nobody_out() {
-    let _one = one_at_a_time();
+    let _one = heavy();
     raise_nofile();
     for job in jobs() {
         under_attack(&job, "slow and idle clients", || {
@@ -651,7 +641,7 @@ fn stream_body(l: &Listener, head: &[u8], body_mib: usize) -> (usize, HttpRespon
 
 #[test]
 fn a_huge_body_is_not_kept_in_memory() {
-    let _one = one_at_a_time();
+    let _one = heavy();
     for job in jobs() {
         let l = job.listeners[0];
         under_attack(&job, "a 256 MiB body", || {
@@ -688,7 +678,7 @@ fn responses(l: &Listener, bytes: &[u8]) -> (Vec<u16>, bool) {
 
 #[test]
 fn pipelined_http10_and_http2_requests() {
-    let _one = one_at_a_time();
+    let _one = heavy();
     for job in jobs() {
         under_attack(&job, "pipelined, HTTP/1.0 and HTTP/2 requests", || {
             for l in &job.listeners {

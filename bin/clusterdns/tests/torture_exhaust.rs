@@ -25,19 +25,9 @@ use std::time::{Duration, Instant};
 use common::torture::report;
 use common::{Server, free_port};
 use torture::{
-    Sent, Tally, TcpProbe, Watch, closed_by_peer, framed, metric_sum, paced, pick, probe,
+    Sent, Tally, TcpProbe, Watch, closed_by_peer, framed, heavy, metric_sum, paced, pick, probe,
     raise_nofile, rss_kib, send_some, tcp_socket,
 };
-
-/// The scenarios load the machine; one at a time, so that each measures
-/// the server and not its neighbours.
-static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn heavy() -> std::sync::MutexGuard<'static, ()> {
-    HEAVY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// The least share of the unloaded probe count the loaded one must keep.
 const MIN_RATIO: f64 = 0.95;

@@ -16,6 +16,17 @@ use std::time::{Duration, Instant};
 
 use crate::common::torture::long;
 
+/// Held by the tests of one binary that load the machine (floods,
+/// thousands of connections, spinning threads) or count on the servers'
+/// own timeouts: one at a time, so that each measures its server and not
+/// its neighbours.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `short` in the short form (CI), `long` in the long one.
 pub fn pick<T>(short: T, long_form: T) -> T {
     if long() { long_form } else { short }
