@@ -7,17 +7,12 @@
 mod common;
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::path::Path;
 use std::time::Duration;
 
 use clusterdns_test_support::{
     Differential, Outcome, Query, TtlMode, block_setup_errors_differ, compare, compare_metrics,
     coredns_or_skip, exchange_from,
 };
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// `q` over UDP from `from` to both servers; a description of each
 /// disagreement, and the reference's outcome.
@@ -164,6 +159,6 @@ fn bad_arguments_read_as_coredns() {
         "acl {\n        block type * foo\n    }",
         "acl example.org {\n        allow\n    }",
     ];
-    let d = block_setup_errors_differ(&coredns, clusterdns(), &bodies);
+    let d = block_setup_errors_differ(&coredns, common::binary(), &bodies);
     assert!(d.is_empty(), "{}", d.join("\n"));
 }

@@ -9,7 +9,6 @@
 //! Every reply is compared record by record (TTLs included).
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
@@ -19,10 +18,6 @@ use clusterdns_test_support::{
 
 mod common;
 use common::netns::{PodNetns, musl_client, pod_lookups};
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// The upstream both servers forward to (the reference CoreDNS):
 /// `ext.example.test` has an A record and no AAAA; every other name is
@@ -141,7 +136,7 @@ fn a_pods_search_walk_is_answered_as_coredns_answers_it() {
     let d = Differential::between(
         Some(&rig),
         ServerSpec::coredns(&rig, COREFILE).var("UPSTREAM", &port),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(common::binary(), COREFILE).var("UPSTREAM", &port),
     )
     .expect("start both");
 
@@ -232,7 +227,7 @@ fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
     let d = Differential::between(
         None,
         ServerSpec::coredns_at(&coredns, &corefile).var("UPSTREAM", &port),
-        ServerSpec::clusterdns_at(clusterdns(), &corefile).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(common::binary(), &corefile).var("UPSTREAM", &port),
     )
     .expect("start both");
     let mut failed = Vec::new();
@@ -275,7 +270,7 @@ fn setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
     let failed = setup_errors_differ(
         &coredns,
-        clusterdns(),
+        common::binary(),
         &[
             ".:@P@ {\n    autopath\n    whoami\n}\n",
             ".:@P@ {\n    autopath /nonexistent/resolv.conf\n    whoami\n}\n",
@@ -331,7 +326,10 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     }
     let musl = musl.as_ref().map(|p| p.display().to_string());
     let mut seen = Vec::new();
-    for (label, program) in [("coredns", coredns.as_path()), ("clusterdns", clusterdns())] {
+    for (label, program) in [
+        ("coredns", coredns.as_path()),
+        ("clusterdns", common::binary()),
+    ] {
         seen.push(pod_lookups(
             &pod,
             dir.path(),
@@ -413,7 +411,7 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
     let d = Differential::between(
         Some(&rig),
         ServerSpec::coredns(&rig, COREFILE_CACHED).var("UPSTREAM", &port),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE_CACHED).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(common::binary(), COREFILE_CACHED).var("UPSTREAM", &port),
     )
     .expect("start both");
     // Both know both Pods (a walk's CNAME) and the Services. The names

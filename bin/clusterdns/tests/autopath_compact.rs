@@ -6,7 +6,6 @@
 //! Pod names keep the answers of the `pods` mode in force.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
@@ -15,10 +14,6 @@ use clusterdns_test_support::{
 
 mod common;
 use common::netns::{PodNetns, musl_client, pod_lookups};
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// `ext.example.test` has an A record and no AAAA; every other name is
 /// NXDOMAIN.
@@ -119,7 +114,7 @@ fn between(rig: &Rig, up: &RunningServer, reference: &str, candidate: &str) -> D
         ServerSpec::coredns(rig, COREFILE)
             .var("UPSTREAM", &port)
             .var("PODS", reference),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE)
+        ServerSpec::clusterdns_at(common::binary(), COREFILE)
             .var("UPSTREAM", &port)
             .var("PODS", candidate),
     )
@@ -278,7 +273,11 @@ fn glibc_and_musl_in_a_pod_walk_as_with_coredns_pods_verified() {
     let musl = musl.as_ref().map(|p| p.display().to_string());
     let runs = [
         ("coredns", coredns.as_path(), corefile("pods verified")),
-        ("clusterdns", clusterdns(), corefile("client_index compact")),
+        (
+            "clusterdns",
+            common::binary(),
+            corefile("client_index compact"),
+        ),
     ];
     let mut seen = Vec::new();
     for (label, program, corefile) in &runs {

@@ -776,16 +776,16 @@ fn command_line_as_upstream() {
         )
     };
     let bin = common::binary();
-    let (code, _, err) = run(&bin, &["autoscaler", "--foo"]);
+    let (code, _, err) = run(bin, &["autoscaler", "--foo"]);
     assert_eq!(code, Some(2));
     assert!(err.starts_with("unknown flag: --foo\nUsage of "), "{err}");
     assert!(err.contains("      --target string "), "{err}");
-    let (code, _, err) = run(&bin, &["autoscaler", "--poll-period-seconds", "x"]);
+    let (code, _, err) = run(bin, &["autoscaler", "--poll-period-seconds", "x"]);
     assert_eq!(code, Some(2));
     assert!(err.starts_with(r#"invalid argument "x" for "--poll-period-seconds" flag: strconv.ParseInt: parsing "x": invalid syntax"#), "{err}");
 
     let (code, _, err) = run(
-        &bin,
+        bin,
         &["autoscaler", "--target=statefulset/web", "--namespace=ns"],
     );
     assert_eq!(code, Some(1));
@@ -804,7 +804,7 @@ fn command_line_as_upstream() {
     // Under upstream's name, the binary is the autoscaler.
     let dir = tempfile::tempdir().expect("tempdir");
     let cpa = dir.path().join("cluster-proportional-autoscaler");
-    std::os::unix::fs::symlink(&bin, &cpa).expect("symlink");
+    std::os::unix::fs::symlink(bin, &cpa).expect("symlink");
     let (code, out, _) = run(&cpa, &["--version"]);
     assert_eq!(code, Some(0));
     assert!(out.starts_with("clusterdns-"), "{out}");

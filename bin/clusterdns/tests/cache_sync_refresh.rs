@@ -6,14 +6,11 @@
 //! cache's counters. Skips when the reference binary is not built
 //! (`scripts/rig build`), unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
-use std::path::Path;
+mod common;
+
 use std::time::Duration;
 
 use clusterdns_test_support::{Differential, Query, ServerSpec, compare_metrics, coredns_or_skip};
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// `cache 1` in front of templates answering with TTL 5 (a name) and
 /// NXDOMAIN with an SOA of TTL 5 (a missing one): entries live 1 s.
@@ -40,7 +37,7 @@ fn expired_entries_are_answered_fresh_by_the_plugins_behind() {
     let diff = Differential::between(
         None,
         ServerSpec::coredns_at(&coredns, COREFILE),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE),
+        ServerSpec::clusterdns_at(common::binary(), COREFILE),
     )
     .expect("start both");
     let queries = [

@@ -19,10 +19,6 @@ use clusterdns_test_support::{
     http_request,
 };
 
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
-
 /// A block on 127.0.0.1 with `body` (lines indented by four).
 fn corefile(zone: &str, body: &str) -> String {
     format!("{zone}:@PORT@ {{\n    bind 127.0.0.1\n{body}}}\n")
@@ -166,7 +162,7 @@ fn erratic_transfers_that_cannot_be_formed_send_nothing() {
 #[test]
 fn erratic_delays_every_nth_reply() {
     let spec = ServerSpec::clusterdns_at(
-        clusterdns(),
+        common::binary(),
         &corefile(".", "    erratic {\n        delay 2 300ms\n    }\n"),
     );
     let s = RunningServer::start(&spec).expect("start clusterdns");
@@ -193,7 +189,7 @@ fn erratic_readiness_as_coredns() {
         "    ready 127.0.0.1:@PORT_RDY@\n    erratic {\n        drop 0\n    }\n",
     );
     let r = RunningServer::start(&ServerSpec::coredns_at(&coredns, &cf)).expect("start coredns");
-    let c = RunningServer::start(&ServerSpec::clusterdns_at(clusterdns(), &cf))
+    let c = RunningServer::start(&ServerSpec::clusterdns_at(common::binary(), &cf))
         .expect("start clusterdns");
     let status = |s: &RunningServer| {
         let port = s.port("PORT_RDY").expect("ready port");
@@ -241,6 +237,6 @@ fn erratic_setup_errors_read_as_coredns() {
         "erratic {\n    bogus\n}",
     ];
     let differ =
-        clusterdns_test_support::block_setup_errors_differ(&coredns, clusterdns(), &bodies);
+        clusterdns_test_support::block_setup_errors_differ(&coredns, common::binary(), &bodies);
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }

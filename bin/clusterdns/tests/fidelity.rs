@@ -5,6 +5,8 @@
 //! Each test skips when the reference binary is not built (`scripts/rig
 //! build`), unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,14 +15,10 @@ use clusterdns_test_support::{
     log_lines,
 };
 
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
-
 /// Starts the reference and clusterdns on the same Corefile template.
 fn both(coredns: &Path, corefile: &str, vars: &[(&str, &str)]) -> (RunningServer, RunningServer) {
     let mut r = ServerSpec::coredns_at(coredns, corefile);
-    let mut c = ServerSpec::clusterdns_at(clusterdns(), corefile);
+    let mut c = ServerSpec::clusterdns_at(common::binary(), corefile);
     for (k, v) in vars {
         r = r.var(k, v);
         c = c.var(k, v);
@@ -320,7 +318,7 @@ fn blank_corefile_serves_the_default_server() {
     for text in ["", "# only a comment\n\n   # another\n"] {
         let args = ["-conf", "@COREFILE@", "-dns.port", "@PORT@"].map(String::from);
         let mut r = ServerSpec::coredns_at(&coredns, text);
-        let mut c = ServerSpec::clusterdns_at(clusterdns(), text);
+        let mut c = ServerSpec::clusterdns_at(common::binary(), text);
         r.args = args.to_vec();
         c.args = args.to_vec();
         let r = RunningServer::start(&r).expect("coredns serves");
@@ -343,7 +341,7 @@ fn plugins_version_and_usage_output() {
     let coredns = coredns_or_skip!();
     let run = |p: &Path, a: &str| clusterdns_test_support::run(p, &[a]).expect("runs");
     // -plugins: the same layout, every plugin of ours one CoreDNS has.
-    let (r, c) = (run(&coredns, "-plugins"), run(clusterdns(), "-plugins"));
+    let (r, c) = (run(&coredns, "-plugins"), run(common::binary(), "-plugins"));
     assert!(
         r.stdout.ends_with("\n\n") && c.stdout.ends_with("\n\n"),
         "{c:?}"
@@ -361,7 +359,7 @@ fn plugins_version_and_usage_output() {
         );
     }
     // -version: NAME-VERSION, then OS/GOARCH, toolchain, commit.
-    let (r, c) = (run(&coredns, "-version"), run(clusterdns(), "-version"));
+    let (r, c) = (run(&coredns, "-version"), run(common::binary(), "-version"));
     let (rl, cl): (Vec<&str>, Vec<&str>) = (r.stdout.lines().collect(), c.stdout.lines().collect());
     assert_eq!(rl.len(), cl.len(), "{r:?} {c:?}");
     assert!(cl[0].starts_with("clusterdns-") && rl[0].starts_with("CoreDNS-"));
@@ -369,10 +367,10 @@ fn plugins_version_and_usage_output() {
     assert_eq!(platform(cl[1]), platform(rl[1]));
     assert_eq!(cl[1].matches(", ").count(), rl[1].matches(", ").count());
     // -help: Go's flag usage, the program's path in the first line.
-    let (r, c) = (run(&coredns, "-help"), run(clusterdns(), "-help"));
+    let (r, c) = (run(&coredns, "-help"), run(common::binary(), "-help"));
     assert_eq!(
         c.stderr
-            .replace(&clusterdns().display().to_string(), "PROGRAM"),
+            .replace(&common::binary().display().to_string(), "PROGRAM"),
         r.stderr.replace(&coredns.display().to_string(), "PROGRAM")
     );
     assert_eq!(c.code, r.code);
@@ -481,7 +479,7 @@ fn other_classes_through_cache_and_forward_agree() {
     let diff = Differential::between(
         None,
         ServerSpec::coredns_at(&coredns, corefile).var("UP", &up_port),
-        ServerSpec::clusterdns_at(clusterdns(), corefile).var("UP", &up_port),
+        ServerSpec::clusterdns_at(common::binary(), corefile).var("UP", &up_port),
     )
     .expect("start both")
     .with_ttl(TtlMode::Exact);
@@ -533,7 +531,7 @@ fn odd_wire_input_agrees_or_is_listed() {
     let diff = Differential::between(
         None,
         ServerSpec::coredns_at(&coredns, &corefile),
-        ServerSpec::clusterdns_at(clusterdns(), &corefile),
+        ServerSpec::clusterdns_at(common::binary(), &corefile),
     )
     .expect("start both");
     let rd_ad_cd = 0x0100 | 0x0020 | 0x0010;
@@ -639,7 +637,7 @@ fn corefile_errors_read_as_coredns_prints_them() {
         let theirs = run_corefile(&coredns, &text, wait).expect("run coredns");
         let port = clusterdns_test_support::free_port().unwrap().to_string();
         let text = case.replace("@P@", &port);
-        let ours = run_corefile(clusterdns(), &text, wait).expect("run clusterdns");
+        let ours = run_corefile(common::binary(), &text, wait).expect("run clusterdns");
         match (theirs, ours) {
             (None, None) => {}
             (Some(t), Some(o)) => {

@@ -170,7 +170,7 @@ fn cluster_dns_of(spec: ServerSpec, name: &'static str) -> Job {
 
 fn cluster_dns() -> Job {
     cluster_dns_of(
-        ServerSpec::clusterdns_at(&common::binary(), CLUSTER_DNS),
+        ServerSpec::clusterdns_at(common::binary(), CLUSTER_DNS),
         "cluster DNS",
     )
 }

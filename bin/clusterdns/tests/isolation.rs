@@ -14,15 +14,9 @@ mod common;
 
 use common::{ask_from as ask, pod_addr as addr, rcode_name as rcode};
 
-use std::path::Path;
-
 use clusterdns_test_support::{
     Differential, Outcome, PrivateRig, Rig, RunningServer, ServerSpec, TtlMode, compare, eventually,
 };
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// The plain cluster Corefile; `@ISOLATE@` is replaced by the policy's lines.
 const COREFILE: &str = "
@@ -91,7 +85,7 @@ fn reverse(ip: &str) -> String {
 }
 
 fn start(rig: &Rig, cache: &str, isolate: &str) -> RunningServer {
-    let spec = ServerSpec::clusterdns_at(clusterdns(), COREFILE)
+    let spec = ServerSpec::clusterdns_at(common::binary(), COREFILE)
         .var("KUBECONFIG", &rig.kubeconfig().display().to_string())
         .var("CACHE", cache)
         .var("ISOLATE", isolate);
@@ -257,7 +251,7 @@ fn isolate_hides_other_namespaces_from_pods() {
         ServerSpec::coredns(rig, COREFILE)
             .var("CACHE", "")
             .var("ISOLATE", ""),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE)
+        ServerSpec::clusterdns_at(common::binary(), COREFILE)
             .var("CACHE", "")
             .var("ISOLATE", ""),
     )

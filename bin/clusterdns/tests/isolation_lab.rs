@@ -19,10 +19,6 @@ use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{PrivateRig, Rig, ScratchDir, ServerProcess};
 
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
-
 /// The lab's third octet: 10.249.`S`.0/24, one /30 per client.
 fn subnet() -> u8 {
     (std::process::id() % 250) as u8
@@ -291,7 +287,7 @@ fn each_client_resolves_only_what_the_policy_allows() {
     let mut off = Vec::new();
     for (label, program) in [
         ("coredns", rig.coredns()),
-        ("clusterdns", clusterdns().to_path_buf()),
+        ("clusterdns", common::binary().to_path_buf()),
     ] {
         let server = lab.serve(label, &program, "");
         wait_for(&format!("{label} synced"), || {
@@ -317,7 +313,7 @@ fn each_client_resolves_only_what_the_policy_allows() {
     let policy = format!(
         "isolate {named}\n        isolate_namespace_labels dns-tier in (shared, infra)\n        isolate_unknown deny"
     );
-    let server = lab.serve("isolated", clusterdns(), &policy);
+    let server = lab.serve("isolated", common::binary(), &policy);
     wait_for("the Pods known", || {
         clients[0].getent(&fqdn(b)) == "not found" && clients[0].getent(&fqdn(a)) != "not found"
     });

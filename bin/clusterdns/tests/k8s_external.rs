@@ -6,16 +6,13 @@
 //! serials included (the LoadBalancer status is set before the servers
 //! start, so neither sees an update that moves the external serial).
 
-use std::path::Path;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
     Differential, Query, Rig, RunningServer, ServerSpec, coredns_or_skip, setup_errors_differ,
 };
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 fn objects(ns: &str) -> String {
     format!(
@@ -171,7 +168,7 @@ fn external_names_are_answered_as_coredns_answers_them() {
     let d = Differential::between(
         Some(&rig),
         ServerSpec::coredns(&rig, COREFILE).var("UPSTREAM", &port),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE).var("UPSTREAM", &port),
+        ServerSpec::clusterdns_at(common::binary(), COREFILE).var("UPSTREAM", &port),
     )
     .expect("start both");
 
@@ -277,7 +274,7 @@ fn setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
     let failed = setup_errors_differ(
         &coredns,
-        clusterdns(),
+        common::binary(),
         &[
             ".:@P@ {\n    k8s_external example.org {\n        ttl\n    }\n    whoami\n}\n",
             ".:@P@ {\n    k8s_external example.org {\n        ttl x\n    }\n    whoami\n}\n",

@@ -75,7 +75,7 @@ fn both(rig: &Rig, kubeconfig: &str, ready: bool) -> Differential {
     Differential::between(
         Some(rig),
         ServerSpec::coredns(rig, &corefile).var("KCFG", kubeconfig),
-        ServerSpec::clusterdns_at(&common::binary(), &corefile).var("KCFG", kubeconfig),
+        ServerSpec::clusterdns_at(common::binary(), &corefile).var("KCFG", kubeconfig),
     )
     .expect("both servers start (and sync when `ready`)")
 }

@@ -75,7 +75,7 @@ fn startup_watches_are_not_throttled_as_in_coredns() {
     let servers = Differential::between(
         Some(rig.rig()),
         ServerSpec::coredns(rig.rig(), &corefile("rl-coredns")),
-        ServerSpec::clusterdns_at(&common::binary(), &corefile("rl-clusterdns")),
+        ServerSpec::clusterdns_at(common::binary(), &corefile("rl-clusterdns")),
     )
     .expect("both servers start and sync (ready) with apiserver_qps 1, burst 1");
     // A watch is logged when it ends: stop both servers.

@@ -528,7 +528,7 @@ fn glibc_search_path_walk_matches_coredns() {
     let mut candidate = NsServer::start(
         "clusterdns",
         cand_ns,
-        &common::binary(),
+        common::binary(),
         &rig.kubeconfig(),
         upstream,
     );

@@ -42,7 +42,7 @@ fn servers(rig: &Rig) -> Differential {
     Differential::between(
         Some(rig),
         ServerSpec::coredns(rig, COREFILE),
-        ServerSpec::clusterdns_at(&common::binary(), COREFILE),
+        ServerSpec::clusterdns_at(common::binary(), COREFILE),
     )
     .expect("start CoreDNS and clusterdns on the private rig")
 }

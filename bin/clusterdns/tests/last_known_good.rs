@@ -25,10 +25,6 @@ use clusterdns_test_support::{
 };
 use fault::{Fault, Mode};
 
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
-
 /// The upstream: CoreDNS answering every A under `lkg.test.` with TTL 1.
 const UPSTREAM: &str = r#"
 lkg.test:@PORT@ {
@@ -57,7 +53,7 @@ fn pair(coredns: &Path, upstream: SocketAddr, reference: &str, candidate: &str) 
     Differential::between(
         None,
         ServerSpec::coredns_at(coredns, reference).var("UPSTREAM", &up),
-        ServerSpec::clusterdns_at(clusterdns(), candidate).var("UPSTREAM", &up),
+        ServerSpec::clusterdns_at(common::binary(), candidate).var("UPSTREAM", &up),
     )
     .expect("start CoreDNS and clusterdns")
     .with_timeout(Duration::from_secs(8))
@@ -176,7 +172,7 @@ fn a_blackholed_upstream_gets_the_stale_answer_at_the_client_response_timer() {
         "    forward",
         "    prometheus 127.0.0.1:@PORT_METRICS@\n    forward",
     );
-    let spec = ServerSpec::clusterdns_at(clusterdns(), &corefile).var("UPSTREAM", &f.to());
+    let spec = ServerSpec::clusterdns_at(common::binary(), &corefile).var("UPSTREAM", &f.to());
     let s = RunningServer::start(&spec).expect("start clusterdns");
     let long = Duration::from_secs(8);
     assert_eq!(
@@ -301,7 +297,7 @@ fn services_of_the_last_good_snapshot_are_never_nxdomain_while_the_apiserver_is_
     let diff = Differential::between(
         Some(rig),
         ServerSpec::coredns(rig, K8S_COREFILE),
-        ServerSpec::clusterdns_at(clusterdns(), K8S_COREFILE),
+        ServerSpec::clusterdns_at(common::binary(), K8S_COREFILE),
     )
     .expect("start CoreDNS and clusterdns on the private rig")
     .with_ttl(TtlMode::Within(5));
@@ -396,7 +392,7 @@ fn an_entry_expired_longer_than_max_age_is_not_served() {
     let coredns = coredns_or_skip!();
     let upstream = start_upstream(&coredns);
     let spec = ServerSpec::clusterdns_at(
-        clusterdns(),
+        common::binary(),
         &front("        last_known_good 2s\n        keepttl"),
     )
     .var("UPSTREAM", &upstream.addr.to_string());

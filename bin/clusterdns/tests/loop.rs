@@ -59,7 +59,7 @@ fn check_fatal(code: Option<i32>, out: &str, port: u16) {
 fn forwarding_to_itself_exits_with_coredns_message() {
     let port = free_port();
     let corefile = format!(".:{port} {{\n loop\n forward . 127.0.0.1:{port}\n}}\n");
-    let (code, out) = run_until_exit(&common::binary(), &corefile, Duration::from_secs(20));
+    let (code, out) = run_until_exit(common::binary(), &corefile, Duration::from_secs(20));
     check_fatal(code, &out, port);
 }
 
@@ -95,7 +95,7 @@ fn no_loop_keeps_serving() {
 fn loop_takes_no_arguments() {
     let port = free_port();
     let (code, out) = run_until_exit(
-        &common::binary(),
+        common::binary(),
         &format!(".:{port} {{\n loop now\n}}\n"),
         Duration::from_secs(5),
     );

@@ -207,9 +207,12 @@ fn moves(tag: &str, net: &'static Net, mode: &str) {
     wait_for("the interface back", Duration::from_secs(10), || {
         interface_complete(&lab)
     });
+    let t0 = std::time::Instant::now();
     let got = lookups_during(&lab, &[lab.net.cluster], KUBERNETES, "10.96.0.1", || {
         std::thread::sleep(Duration::from_millis(500));
+        eprintln!("{:?}: terminating ours", t0.elapsed());
         again.terminate();
+        eprintln!("{:?}: ours exited", t0.elapsed());
         assert_eq!(views(&lab), (Vec::new(), None), "{}", lab.log_of(&log2));
         std::thread::sleep(Duration::from_secs(1));
     });

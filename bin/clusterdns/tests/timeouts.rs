@@ -6,6 +6,8 @@
 //! Timing is measured with slack (the two shared cores are busy). Skips
 //! when the reference binary is not built, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -15,15 +17,11 @@ use clusterdns_test_support::{
     Query, RunningServer, ServerSpec, block_setup_errors_differ, coredns_or_skip, log_lines,
 };
 
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
-
 /// Both servers on `corefile`: the reference, then ours.
 fn both(coredns: &Path, corefile: &str) -> [RunningServer; 2] {
     [
         RunningServer::start(&ServerSpec::coredns_at(coredns, corefile)).expect("coredns"),
-        RunningServer::start(&ServerSpec::clusterdns_at(clusterdns(), corefile))
+        RunningServer::start(&ServerSpec::clusterdns_at(common::binary(), corefile))
             .expect("clusterdns"),
     ]
 }
@@ -173,7 +171,7 @@ fn timeouts_setup_errors_read_as_coredns() {
         "debug {\n        foo\n    }",
         "debug\n    debug",
     ];
-    let d = block_setup_errors_differ(&coredns, clusterdns(), &bodies);
+    let d = block_setup_errors_differ(&coredns, common::binary(), &bodies);
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
 

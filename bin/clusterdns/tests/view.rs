@@ -5,19 +5,16 @@
 //! expressions read as CoreDNS's. Skips when the reference binary is not
 //! built, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use clusterdns_test_support::{
     Differential, Outcome, Query, ServerSpec, TtlMode, block_setup_errors_differ, compare,
     compare_metrics, coredns_or_skip, exchange_from, setup_errors_differ,
 };
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// Blocks on one listener: views by client network, by client address or
 /// type, by name; a longer zone whose view passes over TCP only; the
@@ -94,7 +91,7 @@ fn each_client_gets_the_block_its_view_picks() {
     let diff = Differential::between(
         None,
         ServerSpec::coredns_at(&coredns, COREFILE),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE),
+        ServerSpec::clusterdns_at(common::binary(), COREFILE),
     )
     .expect("start both");
     let timeout = Duration::from_secs(2);
@@ -206,13 +203,13 @@ fn bad_views_read_as_coredns() {
         "view v {\n        expr type() == 'A' ? true : false\n    }",
         "view v",
     ];
-    let d = block_setup_errors_differ(&coredns, clusterdns(), &bodies);
+    let d = block_setup_errors_differ(&coredns, common::binary(), &bodies);
     assert!(d.is_empty(), "{}", d.join("\n"));
     // Blocks with views share a zone and port with each other and with
     // one block without (both start).
     let d = setup_errors_differ(
         &coredns,
-        clusterdns(),
+        common::binary(),
         &[
             ".:@P@ {\n    view v\n    whoami\n}\n.:@P@ {\n    view w\n    whoami\n}\n.:@P@ {\n    whoami\n}\n",
         ],
@@ -223,7 +220,7 @@ fn bad_views_read_as_coredns() {
     let text = format!(
         ".:{port} {{\n    whoami\n}}\n.:{port} {{\n    view v\n    whoami\n}}\n.:{port} {{\n    whoami\n}}\n"
     );
-    for program in [coredns.as_path(), clusterdns()] {
+    for program in [coredns.as_path(), common::binary()] {
         let out =
             clusterdns_test_support::run_corefile(program, &text, Duration::from_millis(1500))
                 .expect("run")
@@ -262,7 +259,7 @@ fn a_catch_all_declared_first_shadows_the_views() {
     let diff = Differential::between(
         None,
         ServerSpec::coredns_at(&coredns, corefile),
-        ServerSpec::clusterdns_at(clusterdns(), corefile),
+        ServerSpec::clusterdns_at(common::binary(), corefile),
     )
     .expect("start both");
     for q in [
@@ -316,7 +313,7 @@ fn expressions_route_as_coredns() {
         let diff = Differential::between(
             None,
             ServerSpec::coredns_at(&coredns, &corefile),
-            ServerSpec::clusterdns_at(clusterdns(), &corefile),
+            ServerSpec::clusterdns_at(common::binary(), &corefile),
         )
         .unwrap_or_else(|err| panic!("{e}: {err}"));
         for from in ["127.0.0.1", "127.0.0.5"] {

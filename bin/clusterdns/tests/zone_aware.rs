@@ -17,15 +17,10 @@ use common::{ask_from as ask, pod_addr as addr, rcode_name as rcode};
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
 
 use clusterdns_test_support::{
     Differential, Outcome, PrivateRig, Rig, RunningServer, ServerSpec, eventually,
 };
-
-fn clusterdns() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_clusterdns"))
-}
 
 /// The plain cluster Corefile; `@ZONE@` is replaced by the option's line.
 const COREFILE: &str = "
@@ -196,7 +191,7 @@ spec:
 }
 
 fn start(rig: &Rig, cache: &str, zone: &str) -> RunningServer {
-    let spec = ServerSpec::clusterdns_at(clusterdns(), COREFILE)
+    let spec = ServerSpec::clusterdns_at(common::binary(), COREFILE)
         .var("KUBECONFIG", &rig.kubeconfig().display().to_string())
         .var("CACHE", cache)
         .var("ZONE", zone);
@@ -365,7 +360,7 @@ fn zone_aware_answers_headless_names_from_the_clients_zone() {
         ServerSpec::coredns(rig, COREFILE)
             .var("CACHE", "")
             .var("ZONE", ""),
-        ServerSpec::clusterdns_at(clusterdns(), COREFILE)
+        ServerSpec::clusterdns_at(common::binary(), COREFILE)
             .var("CACHE", "")
             .var("ZONE", ""),
     )

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 /// The binary under test: `$CLUSTERDNS_BIN`, else the one Cargo built for
 /// this test run.
-pub fn binary() -> PathBuf {
-    match std::env::var_os("CLUSTERDNS_BIN") {
+pub fn binary() -> &'static std::path::Path {
+    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| match std::env::var_os("CLUSTERDNS_BIN") {
         Some(p) => PathBuf::from(p),
         None => PathBuf::from(env!("CARGO_BIN_EXE_clusterdns")),
-    }
+    })
 }
 
 /// The reference CoreDNS at `coredns` and this binary started on the same
@@ -31,7 +32,7 @@ pub fn differential(
     clusterdns_test_support::Differential::between(
         None,
         clusterdns_test_support::ServerSpec::coredns_at(coredns, corefile),
-        clusterdns_test_support::ServerSpec::clusterdns_at(&binary(), corefile),
+        clusterdns_test_support::ServerSpec::clusterdns_at(binary(), corefile),
     )
     .expect("start both")
 }

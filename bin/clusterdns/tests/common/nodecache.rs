@@ -1145,10 +1145,13 @@ pub fn lookups_during(
                         if tcp {
                             a.push("+tcp");
                         }
+                        let began = t0.elapsed();
                         let got = run(&a).1.trim().to_string();
                         seen.made += 1;
-                        let what =
-                            format!("{:?}: dig {at} {name} tcp={tcp}: {got:?}", t0.elapsed());
+                        let what = format!(
+                            "{began:?}..{:?}: dig {at} {name} tcp={tcp}: {got:?}",
+                            t0.elapsed()
+                        );
                         if got.lines().last() != Some(want) {
                             seen.failed.push(what);
                         } else if got != want {
@@ -1157,12 +1160,14 @@ pub fn lookups_during(
                     }
                     // resolv.conf is read per lookup: one per server.
                     netns::write_pod_etc(&lab.pod_etc(), server, "default", "ndots:5");
+                    let began = t0.elapsed();
                     let got = lab.getent(name);
                     seen.made += 1;
                     if !got.lines().any(|l| l.starts_with(&format!("{want} "))) {
                         seen.failed.push(format!(
-                            "{:?}: getent {name} via {server}: {got:?}",
-                            t0.elapsed()
+                            "{began:?}..{:?}: getent {name} via {server}: {got:?}; the node's conntrack then: {}",
+                            t0.elapsed(),
+                            lab.node("conntrack -L -f ipv6 2>/dev/null; conntrack -L 2>/dev/null")
                         ));
                     }
                 }
