@@ -8,7 +8,6 @@
 
 mod common;
 mod fault;
-mod torture;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
@@ -16,9 +15,10 @@ use std::os::fd::OwnedFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::torture;
+use common::torture::{Sent, heavy, raise_nofile, rss_kib, send_some, tcp_socket};
 use common::{Server, free_port};
 use fault::{Fault, Mode};
-use torture::{Sent, heavy, raise_nofile, rss_kib, send_some, tcp_socket};
 
 /// Threads spinning on every core until dropped: the test machine as
 /// loaded as a CI runner doing other work.

@@ -37,7 +37,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
-mod torture;
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -52,7 +51,9 @@ use clusterdns_test_support::{
     HttpResponse, Query, RunningServer, ServerSpec, exchange_udp, http_exchange, reference_coredns,
 };
 use common::free_port;
-use torture::{Sent, Watch, closed_by_peer, heavy, raise_nofile, rss_kib, send_some, tcp_socket};
+use common::torture::{
+    Sent, Watch, closed_by_peer, heavy, raise_nofile, rss_kib, send_some, tcp_socket,
+};
 
 /// The longest any wait in these tests may last: far past every timeout
 /// of the servers (5 s), only so that a broken server cannot hang a test.

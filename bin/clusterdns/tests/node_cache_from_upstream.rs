@@ -208,14 +208,41 @@ fn moves(tag: &str, net: &'static Net, mode: &str) {
         interface_complete(&lab)
     });
     let t0 = std::time::Instant::now();
+    let samples = std::sync::Mutex::new(Vec::new());
     let got = lookups_during(&lab, &[lab.net.cluster], KUBERNETES, "10.96.0.1", || {
-        std::thread::sleep(Duration::from_millis(500));
-        eprintln!("{:?}: terminating ours", t0.elapsed());
-        again.terminate();
-        eprintln!("{:?}: ours exited", t0.elapsed());
-        assert_eq!(views(&lab), (Vec::new(), None), "{}", lab.log_of(&log2));
-        std::thread::sleep(Duration::from_secs(1));
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let at = t0.elapsed();
+                    let state = lab.node(&format!(
+                        "{}-save -t raw | grep -c {}; ss -Hlnup | grep -c ':53 '; ip -br addr show dev nodelocaldns 2>&1",
+                        if lab.net.host_bits == 32 { "iptables" } else { "ip6tables" },
+                        lab.net.cluster
+                    ));
+                    samples
+                        .lock()
+                        .unwrap()
+                        .push(format!("{at:?}: {}", state.replace('\n', " | ")));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+            std::thread::sleep(Duration::from_millis(500));
+            eprintln!("{:?}: terminating ours", t0.elapsed());
+            again.terminate();
+            eprintln!("{:?}: ours exited", t0.elapsed());
+            assert_eq!(views(&lab), (Vec::new(), None), "{}", lab.log_of(&log2));
+            std::thread::sleep(Duration::from_secs(1));
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
     });
+    if !got.failed.is_empty() || !got.retried.is_empty() {
+        eprintln!(
+            "phase 3 samples ({fam}, {mode}):\n{}\nlog:\n{}",
+            samples.lock().unwrap().join("\n"),
+            lab.log_of(&log2)
+        );
+    }
     assert_no_failures(
         &format!("ours ({mode}, {fam}) -> nothing (no surge), ClusterIP"),
         got,

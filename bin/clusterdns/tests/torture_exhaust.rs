@@ -14,7 +14,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
-mod torture;
 
 use std::net::UdpSocket;
 use std::os::fd::OwnedFd;
@@ -22,12 +21,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::torture;
 use common::torture::report;
-use common::{Server, free_port};
-use torture::{
+use common::torture::{
     Sent, Tally, TcpProbe, Watch, closed_by_peer, framed, heavy, metric_sum, paced, pick, probe,
     raise_nofile, rss_kib, send_some, tcp_socket,
 };
+use common::{Server, free_port};
 
 /// The least share of the unloaded probe count the loaded one must keep.
 const MIN_RATIO: f64 = 0.95;
