@@ -336,17 +336,34 @@ impl RuleSet {
         (part(accept), part(notrack))
     }
 
-    /// The rules, the ACCEPT rules first when `accept_first`, else last;
-    /// upstream's order otherwise (so within one chain it is upstream's).
-    /// The ACCEPT rules go in before the NOTRACK rules and come out after
-    /// them: where the node's policy drops, a query that a NOTRACK rule
-    /// untracked is never there without its ACCEPT rule.
-    fn ordered(&self, accept_first: bool) -> impl Iterator<Item = &Rule> {
-        let first = move |r: &&Rule| r.is_accept() == accept_first;
-        self.rules
-            .iter()
-            .filter(first)
-            .chain(self.rules.iter().filter(move |r| !first(r)))
+    /// The rules in the order they go in (`going_in`) or come out (the
+    /// reverse), in three stages, upstream's order within each (so within
+    /// one chain it is upstream's but for the port-8080 pair):
+    /// 1. The ACCEPT rules, before any NOTRACK rule and out after all of
+    ///    them: where the node's policy drops, a query that a NOTRACK rule
+    ///    untracked is never there without its ACCEPT rule.
+    /// 2. The NOTRACK rules of our replies (`--sport`), before those of
+    ///    the queries and out after them. A query untracked while our
+    ///    reply is tracked leaves a conntrack entry from our address to
+    ///    the client's port without kube-proxy's NAT; once we stop, a new
+    ///    socket that the kernel gives that port within the entry's
+    ///    timeout reaches an address nobody serves, every retry of it too
+    ///    (a glibc lookup at the kube-dns ClusterIP failing after 10 s).
+    /// 3. The NOTRACK rules of the queries (`--dport`).
+    fn ordered(&self, going_in: bool) -> impl Iterator<Item = &Rule> {
+        fn stage(r: &Rule) -> u8 {
+            if r.is_accept() {
+                0
+            } else if r.args.iter().any(|a| a == "--sport") {
+                1
+            } else {
+                2
+            }
+        }
+        let stages: [u8; 3] = if going_in { [0, 1, 2] } else { [2, 1, 0] };
+        stages
+            .into_iter()
+            .flat_map(move |s| self.rules.iter().filter(move |r| stage(r) == s))
     }
 
     fn count_error(&self, e: &str) {
@@ -520,7 +537,7 @@ mod tests {
     }
 
     #[test]
-    fn accept_rules_go_in_first_and_come_out_last() {
+    fn accept_then_reply_then_query_rules_go_in_and_come_out_reversed() {
         let ip: IpAddr = "10.96.0.10".parse().expect("ip");
         let set = RuleSet::new(
             Iptables {
@@ -531,28 +548,46 @@ mod tests {
             rules(&[ip], 53, 8080),
             SetupMetrics::new(&clusterdns_observe::metrics::Registry::new()),
         );
-        let chains = |accept_first| {
-            set.ordered(accept_first)
-                .map(|r| format!("{} {}", r.table, r.chain))
+        let described = |going_in| {
+            set.ordered(going_in)
+                .map(|r| {
+                    let dir = if r.args.iter().any(|a| a == "--sport") {
+                        "reply"
+                    } else {
+                        "query"
+                    };
+                    format!("{} {} {dir}", r.table, r.chain)
+                })
                 .collect::<Vec<_>>()
         };
-        let ensure = chains(true);
+        let going_in = described(true);
         assert_eq!(
-            ensure[..4],
+            going_in,
             [
-                "filter INPUT",
-                "filter INPUT",
-                "filter OUTPUT",
-                "filter OUTPUT"
+                "filter INPUT query",
+                "filter INPUT query",
+                "filter OUTPUT reply",
+                "filter OUTPUT reply",
+                "raw OUTPUT reply",
+                "raw OUTPUT reply",
+                "raw OUTPUT reply",
+                "raw PREROUTING query",
+                "raw PREROUTING query",
+                "raw OUTPUT query",
+                "raw OUTPUT query",
+                "raw OUTPUT query",
             ]
         );
-        assert!(ensure[4..].iter().all(|c| c.starts_with("raw ")));
-        let remove = chains(false);
-        assert!(remove[..8].iter().all(|c| c.starts_with("raw ")));
-        assert_eq!(remove[8..], ensure[..4]);
-        // Within a chain, upstream's order.
+        // Out: the query rules first, then the replies', then ACCEPT; each
+        // stage in upstream's order.
+        let out = described(false);
+        assert_eq!(out[..5], going_in[7..]);
+        assert_eq!(out[5..8], going_in[4..7]);
+        assert_eq!(out[8..], going_in[..4]);
+        // Within a stage, upstream's order.
         let ins: Vec<&Rule> = set.ordered(true).filter(|r| r.chain == "INPUT").collect();
         assert_eq!(ins[0].args[1], "tcp");
+        assert_eq!(set.ordered(true).count(), set.rules().len());
         let (accept, notrack) = set.partition();
         assert_eq!((accept.rules().len(), notrack.rules().len()), (4, 8));
         assert!(accept.rules().iter().all(Rule::is_accept));
