@@ -741,3 +741,78 @@ fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
     old.terminate();
     assert!(!lab.node("nft list tables").contains("clusterdns_nodecache"));
 }
+
+/// A reply the kernel tracked while its query was not (here the reply's
+/// NOTRACK rule is deleted by hand, as another agent's teardown
+/// interleaved with our put-back leaves it) is an entry from the kube-dns
+/// ClusterIP to the pod's port, without kube-proxy's NAT. After the stop,
+/// a new lookup from that port must reach the cluster DNS through the
+/// DNAT, not the address nobody serves any more: the stop deletes the
+/// entries of our replies.
+#[test]
+fn a_stop_forgets_the_conntrack_entries_of_its_replies() {
+    for (tag, net) in [("ct4", &V4), ("ct6", &V6)] {
+        let Some(mut lab) = Lab::build(tag, net, "iptables-nft") else {
+            return;
+        };
+        lab.start_cluster_dns();
+        let (cluster, fam) = if net.host_bits == 32 {
+            (net.cluster, "ipv4")
+        } else {
+            (net.cluster, "ipv6")
+        };
+        let mut agent = lab.start_agent(&template_for(net), &["-interception", "iptables"]);
+        let start = Instant::now();
+        while lab.nodelocal_rules().len() < 24 {
+            assert!(start.elapsed() < Duration::from_secs(30), "{}", lab.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        lab.wait_answer(cluster, WHO, false, "198.51.100.1");
+        lab.node(&format!(
+            "{} -w 5 -t raw -D OUTPUT -p udp -s {cluster} --sport 53 -j NOTRACK -m comment --comment 'NodeLocal DNS Cache: skip conntrack'",
+            lab.ipt
+        ));
+        let from_port = |port: u16| {
+            run(&[
+                "ip",
+                "netns",
+                "exec",
+                &lab.pod,
+                "dig",
+                "+short",
+                "+tries=1",
+                "+timeout=2",
+                "-b",
+                &format!("{}#{port}", net.pod),
+                &format!("@{cluster}"),
+                KUBERNETES,
+            ])
+            .1
+            .trim()
+            .to_string()
+        };
+        let entries = || {
+            lab.node(&format!(
+                "conntrack -L -f {fam} -p udp --orig-src {cluster} --orig-port-src 53 2>/dev/null || echo 'conntrack failed'"
+            ))
+        };
+        // Answered by us, the reply tracked: the hazard is there.
+        assert_eq!(from_port(40053), "10.96.0.1", "{}", lab.log());
+        let before = entries();
+        assert!(before.contains("dport=40053"), "{tag}: {before}");
+
+        signal(&agent, "TERM");
+        assert!(wait_exit(&mut agent, Duration::from_secs(15)).success());
+        assert!(lab.nodelocal_rules().is_empty(), "{}", lab.log());
+        let after = entries();
+        assert!(after.trim().is_empty(), "{tag}: {after}\n{}", lab.log());
+        assert!(
+            lab.log()
+                .contains("deleted 1 conntrack entries of our replies"),
+            "{}",
+            lab.log()
+        );
+        // The same port again: through kube-proxy's DNAT to the cluster DNS.
+        assert_eq!(from_port(40053), "10.96.0.1", "{tag}\n{}", lab.log());
+    }
+}

@@ -338,23 +338,25 @@ impl RuleSet {
 
     /// The rules in the order they go in (`going_in`) or come out (the
     /// reverse), in three stages, upstream's order within each (so within
-    /// one chain it is upstream's but for the port-8080 pair):
+    /// one chain it is upstream's):
     /// 1. The ACCEPT rules, before any NOTRACK rule and out after all of
     ///    them: where the node's policy drops, a query that a NOTRACK rule
     ///    untracked is never there without its ACCEPT rule.
-    /// 2. The NOTRACK rules of our replies (`--sport`), before those of
-    ///    the queries and out after them. A query untracked while our
-    ///    reply is tracked leaves a conntrack entry from our address to
-    ///    the client's port without kube-proxy's NAT; once we stop, a new
-    ///    socket that the kernel gives that port within the entry's
-    ///    timeout reaches an address nobody serves, every retry of it too
-    ///    (a glibc lookup at the kube-dns ClusterIP failing after 10 s).
-    /// 3. The NOTRACK rules of the queries (`--dport`).
+    /// 2. The OUTPUT chain's NOTRACK rules, among them those of our
+    ///    replies, before the PREROUTING ones of the Pods' queries and out
+    ///    after them. A Pod's query untracked while our reply is tracked
+    ///    leaves a conntrack entry from our address to the Pod's port
+    ///    without kube-proxy's NAT; once we stop, a new socket the kernel
+    ///    gives that port within the entry's timeout reaches an address
+    ///    nobody serves, every retry of it too (a glibc lookup at the
+    ///    kube-dns ClusterIP failing after 10 s). The teardown deletes
+    ///    such entries (see `conntrack`); this order makes fewer.
+    /// 3. The PREROUTING NOTRACK rules.
     fn ordered(&self, going_in: bool) -> impl Iterator<Item = &Rule> {
         fn stage(r: &Rule) -> u8 {
             if r.is_accept() {
                 0
-            } else if r.args.iter().any(|a| a == "--sport") {
+            } else if r.chain == "OUTPUT" {
                 1
             } else {
                 2
@@ -537,7 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn accept_then_reply_then_query_rules_go_in_and_come_out_reversed() {
+    fn accept_then_output_then_prerouting_rules_go_in_and_come_out_reversed() {
         let ip: IpAddr = "10.96.0.10".parse().expect("ip");
         let set = RuleSet::new(
             Iptables {
@@ -548,46 +550,40 @@ mod tests {
             rules(&[ip], 53, 8080),
             SetupMetrics::new(&clusterdns_observe::metrics::Registry::new()),
         );
-        let described = |going_in| {
+        let chains = |going_in| {
             set.ordered(going_in)
-                .map(|r| {
-                    let dir = if r.args.iter().any(|a| a == "--sport") {
-                        "reply"
-                    } else {
-                        "query"
-                    };
-                    format!("{} {} {dir}", r.table, r.chain)
-                })
+                .map(|r| format!("{} {}", r.table, r.chain))
                 .collect::<Vec<_>>()
         };
-        let going_in = described(true);
-        assert_eq!(
-            going_in,
-            [
-                "filter INPUT query",
-                "filter INPUT query",
-                "filter OUTPUT reply",
-                "filter OUTPUT reply",
-                "raw OUTPUT reply",
-                "raw OUTPUT reply",
-                "raw OUTPUT reply",
-                "raw PREROUTING query",
-                "raw PREROUTING query",
-                "raw OUTPUT query",
-                "raw OUTPUT query",
-                "raw OUTPUT query",
-            ]
-        );
-        // Out: the query rules first, then the replies', then ACCEPT; each
-        // stage in upstream's order.
-        let out = described(false);
-        assert_eq!(out[..5], going_in[7..]);
-        assert_eq!(out[5..8], going_in[4..7]);
+        let going_in = chains(true);
+        let mut want = vec![
+            "filter INPUT",
+            "filter INPUT",
+            "filter OUTPUT",
+            "filter OUTPUT",
+        ];
+        want.extend(["raw OUTPUT"; 6]);
+        want.extend(["raw PREROUTING"; 2]);
+        assert_eq!(going_in, want);
+        // Out: PREROUTING first, then OUTPUT, then ACCEPT.
+        let out = chains(false);
+        assert_eq!(out[..2], going_in[10..]);
+        assert_eq!(out[2..8], going_in[4..10]);
         assert_eq!(out[8..], going_in[..4]);
-        // Within a stage, upstream's order.
-        let ins: Vec<&Rule> = set.ordered(true).filter(|r| r.chain == "INPUT").collect();
-        assert_eq!(ins[0].args[1], "tcp");
-        assert_eq!(set.ordered(true).count(), set.rules().len());
+        // Within a chain, upstream's order, both ways.
+        for going_in in [true, false] {
+            for (table, chain) in [
+                ("filter", "INPUT"),
+                ("filter", "OUTPUT"),
+                ("raw", "OUTPUT"),
+                ("raw", "PREROUTING"),
+            ] {
+                let here = |r: &&Rule| r.table == table && r.chain == chain;
+                let ours: Vec<&Rule> = set.ordered(going_in).filter(here).collect();
+                let upstream: Vec<&Rule> = set.rules().iter().filter(here).collect();
+                assert_eq!(ours, upstream, "{table} {chain}");
+            }
+        }
         let (accept, notrack) = set.partition();
         assert_eq!((accept.rules().len(), notrack.rules().len()), (4, 8));
         assert!(accept.rules().iter().all(Rule::is_accept));

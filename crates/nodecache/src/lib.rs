@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod conntrack;
 pub mod crashsafe;
 pub mod flags;
 pub mod handover;
@@ -442,6 +443,24 @@ impl Agent {
             && let Err(e) = n.remove().await
         {
             error!("", "Error removing the interface: {e}");
+        }
+        // With nobody serving our addresses, entries of our replies would
+        // send a client's new socket on the same port nowhere (see
+        // `conntrack`). Another server still answers through them.
+        if alone && !matches!(self.mode, Mode::None) {
+            let (ips, port) = (self.ips.clone(), self.dns_port);
+            match tokio::task::spawn_blocking(move || conntrack::forget_replies(&ips, port)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => info!("", "deleted {n} conntrack entries of our replies"),
+                Ok(Err(e)) => warning!(
+                    "",
+                    "cannot delete the conntrack entries of our replies: {e}"
+                ),
+                Err(e) => warning!(
+                    "",
+                    "cannot delete the conntrack entries of our replies: {e}"
+                ),
+            }
         }
     }
 }
