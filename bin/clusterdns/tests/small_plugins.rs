@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 mod differ;
 
-use differ::{clusterdns, differential, disagreements};
+use differ::{clusterdns, differential, disagreements, upstream};
 
-use clusterdns_test_support::{Query, RunningServer, ServerSpec, coredns_or_skip, log_lines};
+use clusterdns_test_support::{Query, RunningServer, coredns_or_skip, log_lines};
 
 /// A hosts block with `n` addresses for `big.cluster.local` (a reply
 /// larger than 1232 bytes once past 75 or so) and one for `api`.
@@ -155,14 +155,6 @@ const SECTIONS_UPSTREAM: &str = r#".:@PORT@ {
     }
 }
 "#;
-
-/// The reference as an upstream on `corefile`, and its port.
-fn upstream(coredns: &Path, corefile: &str) -> (RunningServer, String) {
-    let up = RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
-        .expect("upstream");
-    let port = up.addr.port().to_string();
-    (up, port)
-}
 
 #[test]
 fn minimal_trims_what_coredns_trims() {

@@ -88,12 +88,7 @@ fn first_answer(o: &Outcome) -> String {
 #[test]
 fn each_client_gets_the_block_its_view_picks() {
     let coredns = coredns_or_skip!();
-    let diff = Differential::between(
-        None,
-        ServerSpec::coredns_at(&coredns, COREFILE),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE),
-    )
-    .expect("start both");
+    let diff = common::differential(&coredns, COREFILE);
     let timeout = Duration::from_secs(2);
     let mut bad = Vec::new();
     let mut answers = BTreeSet::new();
@@ -256,12 +251,7 @@ fn a_catch_all_declared_first_shadows_the_views() {
     }
 }
 ";
-    let diff = Differential::between(
-        None,
-        ServerSpec::coredns_at(&coredns, corefile),
-        ServerSpec::clusterdns_at(common::binary(), corefile),
-    )
-    .expect("start both");
+    let diff = common::differential(&coredns, corefile);
     for q in [
         Query::new("test.example", "A"),
         Query::new("test.example", "A").tcp(),
