@@ -92,6 +92,25 @@ pub fn query(name: &str, id: u16) -> Vec<u8> {
     q
 }
 
+/// `msg` framed for DNS over TCP: its length (two bytes), then itself.
+pub fn frame(msg: &[u8]) -> Vec<u8> {
+    let mut out = u16::try_from(msg.len())
+        .expect("a message fits a TCP frame")
+        .to_be_bytes()
+        .to_vec();
+    out.extend_from_slice(msg);
+    out
+}
+
+/// Reads one message framed for DNS over TCP (see [`frame`]).
+pub fn read_framed(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 2];
+    r.read_exact(&mut len)?;
+    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    r.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
 /// A running clusterdns.
 pub struct Server {
     pub child: Child,
