@@ -64,6 +64,22 @@ pub fn config_error(corefile: &str) -> String {
     )
 }
 
+/// Runs `cmd` with stdin closed, asserts that it succeeded (else fails
+/// with its status and stderr) and returns its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A kubeconfig in `dir` naming an API server port where nothing
 /// listens: the autoscaler binds its health listener before its first
 /// list of nodes, so its listener can be tested without a cluster.
