@@ -15,7 +15,7 @@ mod common;
 use common::{ask_from as ask, pod_addr as addr, rcode_name as rcode};
 
 use clusterdns_test_support::{
-    Differential, Outcome, PrivateRig, Rig, RunningServer, ServerSpec, TtlMode, compare, eventually,
+    Outcome, PrivateRig, Rig, RunningServer, TtlMode, compare, eventually,
 };
 
 /// The plain cluster Corefile; `@ISOLATE@` is replaced by the policy's lines.
@@ -85,11 +85,7 @@ fn reverse(ip: &str) -> String {
 }
 
 fn start(rig: &Rig, cache: &str, isolate: &str) -> RunningServer {
-    let spec = ServerSpec::clusterdns_at(common::binary(), COREFILE)
-        .var("KUBECONFIG", &rig.kubeconfig().display().to_string())
-        .var("CACHE", cache)
-        .var("ISOLATE", isolate);
-    RunningServer::start(&spec).expect("clusterdns starts")
+    common::start_on_rig(rig, COREFILE, &[("CACHE", cache), ("ISOLATE", isolate)])
 }
 
 /// Asserts `o` is NXDOMAIN with no answer and the same authority as
@@ -246,16 +242,7 @@ fn isolate_hides_other_namespaces_from_pods() {
     // What a client may see is answered as CoreDNS answers it (no cache
     // in `strict`, so TTLs compare exactly too); with the option off every
     // name is, whoever asks.
-    let d = Differential::between(
-        Some(rig),
-        ServerSpec::coredns(rig, COREFILE)
-            .var("CACHE", "")
-            .var("ISOLATE", ""),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE)
-            .var("CACHE", "")
-            .var("ISOLATE", ""),
-    )
-    .expect("start both");
+    let d = common::rig_differential(rig, COREFILE, &[("CACHE", ""), ("ISOLATE", "")]);
     let mut seen: Vec<(String, &str)> = Vec::new();
     for ns in [a, c] {
         seen.extend([

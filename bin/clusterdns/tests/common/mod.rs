@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clusterdns_test_support::{Differential, Rig, RunningServer, ServerSpec};
+
 /// The binary under test: `$CLUSTERDNS_BIN`, else the one Cargo built for
 /// this test run.
 pub fn binary() -> &'static std::path::Path {
@@ -35,6 +37,47 @@ pub fn differential(
         clusterdns_test_support::ServerSpec::clusterdns_at(binary(), corefile),
     )
     .expect("start both")
+}
+
+/// CoreDNS from the rig and this binary on the rig's `corefile`, with the
+/// same template variables `vars` (`(KEY, value)` for `@KEY@`) on both.
+pub fn rig_differential(rig: &Rig, corefile: &str, vars: &[(&str, &str)]) -> Differential {
+    rig_differential_each(rig, corefile, vars, vars)
+}
+
+/// Like [`rig_differential`], with each server's own variables.
+pub fn rig_differential_each(
+    rig: &Rig,
+    corefile: &str,
+    reference_vars: &[(&str, &str)],
+    candidate_vars: &[(&str, &str)],
+) -> Differential {
+    let reference = with_vars(ServerSpec::coredns(rig, corefile), reference_vars);
+    let candidate = with_vars(
+        ServerSpec::clusterdns_at(binary(), corefile),
+        candidate_vars,
+    );
+    Differential::between(Some(rig), reference, candidate).expect("start both")
+}
+
+/// This binary alone on the rig's `corefile` (`@KUBECONFIG@` the rig's),
+/// with the template variables `vars`.
+pub fn start_on_rig(rig: &Rig, corefile: &str, vars: &[(&str, &str)]) -> RunningServer {
+    let spec = ServerSpec::clusterdns_at(binary(), corefile)
+        .var("KUBECONFIG", &rig.kubeconfig().display().to_string());
+    RunningServer::start(&with_vars(spec, vars)).expect("clusterdns starts")
+}
+
+/// `spec` with each `(KEY, value)` of `vars` substituted for `@KEY@`.
+fn with_vars(spec: ServerSpec, vars: &[(&str, &str)]) -> ServerSpec {
+    vars.iter().fold(spec, |s, (k, v)| s.var(k, v))
+}
+
+/// The reference CoreDNS at `coredns` serving `corefile`, named `upstream`
+/// (the server the ones under test forward to).
+pub fn start_upstream(coredns: &std::path::Path, corefile: &str) -> RunningServer {
+    RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
+        .expect("upstream")
 }
 
 /// A port free for both UDP and TCP on 127.0.0.1 right now, below the
