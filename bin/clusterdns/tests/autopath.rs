@@ -101,19 +101,15 @@ fn set_pod_ip(rig: &Rig, ns: &str, name: &str, ip: Ipv4Addr) {
 
 fn services_yaml(ns: &str) -> String {
     format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
+        "{web}---
 apiVersion: v1
 kind: Service
 metadata: {{name: alias, namespace: {ns}}}
 spec:
   type: ExternalName
   externalName: ext.example.test
-"
+",
+        web = common::web_service_yaml(ns)
     )
 }
 

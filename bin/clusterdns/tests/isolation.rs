@@ -34,12 +34,7 @@ const COREFILE: &str = "
 /// at `db_ip`.
 fn services(rig: &Rig, ns: &str, db_ip: &str) {
     rig.apply_yaml(&format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
+        "{web}---
 apiVersion: v1
 kind: Service
 metadata: {{name: db, namespace: {ns}}}
@@ -58,7 +53,8 @@ ports: [{{name: sql, port: 5432, protocol: TCP}}]
 endpoints:
 - addresses: [{db_ip}]
   conditions: {{ready: true}}
-"
+",
+        web = common::web_service_yaml(ns)
     ))
     .expect("services");
 }

@@ -445,13 +445,7 @@ impl NsServer {
 
 fn objects(ns: &str) -> String {
     format!(
-        "
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
+        "{web}---
 apiVersion: v1
 kind: Service
 metadata: {{name: dual, namespace: {ns}}}
@@ -490,7 +484,8 @@ metadata: {{name: extname, namespace: {ns}}}
 spec:
   type: ExternalName
   externalName: ext.example.test
-"
+",
+        web = common::web_service_yaml(ns)
     )
 }
 

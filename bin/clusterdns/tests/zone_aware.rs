@@ -177,15 +177,7 @@ fn services(rig: &Rig, ns: &str) {
         rig.apply_yaml(&headless_yaml(ns, svc, slices))
             .expect("headless service");
     }
-    rig.apply_yaml(&format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
-"
-    ))
-    .expect("web");
+    rig.apply_yaml(&common::web_service_yaml(ns)).expect("web");
 }
 
 fn start(rig: &Rig, cache: &str, zone: &str) -> RunningServer {

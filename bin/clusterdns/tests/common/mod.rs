@@ -80,6 +80,19 @@ pub fn start_upstream(coredns: &std::path::Path, corefile: &str) -> RunningServe
         .expect("upstream")
 }
 
+/// A ClusterIP Service `web` in `ns` with the one port `http` (80/TCP), as
+/// YAML: the plain Service most Kubernetes tests ask for.
+pub fn web_service_yaml(ns: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+"
+    )
+}
+
 /// A port free for both UDP and TCP on 127.0.0.1 right now, below the
 /// ephemeral range and not handed out before in this process
 /// ([`clusterdns_test_support::free_port`]).
