@@ -478,14 +478,9 @@ endpoints:
   conditions: {{ready: false}}
 ports: [{{name: http, port: 8080, protocol: TCP}}]
 ---
-apiVersion: v1
-kind: Service
-metadata: {{name: extname, namespace: {ns}}}
-spec:
-  type: ExternalName
-  externalName: ext.example.test
-",
-        web = common::web_service_yaml(ns)
+{extname}",
+        web = common::web_service_yaml(ns),
+        extname = common::external_name_yaml(ns, "extname", "ext.example.test")
     )
 }
 

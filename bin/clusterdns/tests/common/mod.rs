@@ -3,6 +3,7 @@
 //! with the real `dig`/`kdig`, stop it on drop.
 #![allow(dead_code)]
 
+pub mod autopath;
 pub mod netns;
 pub mod torture;
 
@@ -89,6 +90,19 @@ kind: Service
 metadata: {{name: web, namespace: {ns}}}
 spec:
   ports: [{{name: http, port: 80, protocol: TCP}}]
+"
+    )
+}
+
+/// An ExternalName Service `name` in `ns` for `target`, as YAML.
+pub fn external_name_yaml(ns: &str, name: &str, target: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  type: ExternalName
+  externalName: {target}
 "
     )
 }
@@ -388,9 +402,20 @@ pub fn ask_from(
     name: &str,
     qtype: &str,
 ) -> clusterdns_test_support::Outcome {
-    let msg = clusterdns_test_support::Query::new(name, qtype)
-        .to_wire()
-        .expect("query builds");
+    ask_query_from(
+        src,
+        server,
+        &clusterdns_test_support::Query::new(name, qtype),
+    )
+}
+
+/// Like [`ask_from`], for a query built by the caller.
+pub fn ask_query_from(
+    src: std::net::Ipv4Addr,
+    server: std::net::SocketAddr,
+    q: &clusterdns_test_support::Query,
+) -> clusterdns_test_support::Outcome {
+    let msg = q.to_wire().expect("query builds");
     clusterdns_test_support::exchange_from(server, src.into(), &msg, Duration::from_secs(3))
 }
 
