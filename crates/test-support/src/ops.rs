@@ -554,6 +554,22 @@ pub fn setup_errors_differ(reference: &Path, candidate: &Path, cases: &[&str]) -
     failed
 }
 
+/// Asserts that [`setup_errors_differ`] finds no case of `cases` that
+/// differs (the failure lists those that do).
+#[track_caller]
+pub fn assert_setup_errors_agree(reference: &Path, candidate: &Path, cases: &[&str]) {
+    let d = setup_errors_differ(reference, candidate, cases);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}
+
+/// Asserts that [`block_setup_errors_differ`] finds no body of `bodies`
+/// that differs (the failure lists those that do).
+#[track_caller]
+pub fn assert_block_setup_errors_agree(reference: &Path, candidate: &Path, bodies: &[&str]) {
+    let d = block_setup_errors_differ(reference, candidate, bodies);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}
+
 /// [`setup_errors_differ`] on each of `bodies` (directives, lines after
 /// the first indented by four) in a block `.:PORT { BODY whoami }`.
 pub fn block_setup_errors_differ(
