@@ -8,34 +8,22 @@
 //! so a test's client socket bound to it is that Pod to both servers.
 //! Every reply is compared record by record (TTLs included).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
-    Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
-    compare_metrics, coredns_or_skip, metric_samples, setup_errors_differ,
+    Differential, Query, Rig, ServerSpec, TtlMode, assert_setup_errors_agree, compare,
+    compare_metrics, coredns_or_skip, metric_samples,
 };
 
 mod common;
-use common::netns::{PodNetns, musl_client, pod_lookups};
-
-/// The upstream both servers forward to (the reference CoreDNS):
-/// `ext.example.test` has an A record and no AAAA; every other name is
-/// NXDOMAIN with a SOA.
-const UPSTREAM: &str = r#".:@PORT@ {
-    bind 127.0.0.1
-    template IN A ext.example.test {
-        answer "{{ .Name }} 60 IN A 10.1.2.3"
-    }
-    template IN AAAA ext.example.test {
-        authority "example.test. 60 IN SOA ns.example.test. host.example.test. 1 7200 1800 86400 30"
-    }
-    template ANY ANY . {
-        rcode NXDOMAIN
-        authority ". 60 IN SOA a.root. b.root. 1 7200 1800 86400 30"
-    }
-}
-"#;
+use common::ask_query_from as ask_from;
+use common::autopath::{
+    UPSTREAM, assert_walked, differs, lookups_of_each, pod_corefile, services_yaml, wait_both,
+    walk_differences,
+};
+use common::netns::PodNetns;
+use common::{pod_at, rcode_name, rig_differential, start_upstream};
 
 /// A cluster Corefile as kubeadm writes it, with `pods verified` and
 /// autopath in its usual place.
@@ -52,111 +40,33 @@ const COREFILE: &str = "
 }
 ";
 
-/// One UDP query from `src` (the client's address) to `server`.
-fn ask_from(src: Ipv4Addr, server: SocketAddr, q: &Query) -> Outcome {
-    let msg = q.to_wire().expect("query builds");
-    clusterdns_test_support::exchange_from(server, src.into(), &msg, Duration::from_secs(3))
-}
-
-/// Asks both servers from `src`; the report of a disagreement.
-fn differs(d: &Differential, src: Ipv4Addr, q: &Query) -> Option<String> {
-    let r = ask_from(src, d.reference.addr, q);
-    let c = ask_from(src, d.candidate.addr, q);
-    let diffs = compare(&r, &c, TtlMode::Exact);
-    if diffs.is_empty() {
-        return None;
-    }
-    let show = |o: &Outcome| match o {
-        Outcome::Response(r) => r.to_string(),
-        other => other.summary(),
-    };
-    Some(format!(
-        "{q} from {src}: {diffs:?}\n  coredns:\n{}\n  clusterdns:\n{}",
-        show(&r),
-        show(&c)
-    ))
-}
-
-fn rcode_of(o: &Outcome) -> String {
-    o.response()
-        .map_or_else(|| o.summary(), Response::rcode_name)
-}
-
-/// A Pod address for this test process: 127.171.X.Y.
+/// A Pod address for this test process: 127.171.X.Y (not
+/// [`common::pod_addr`]'s 127.172: `autopath_compact.rs` uses those).
 fn pod_ip(n: u8) -> Ipv4Addr {
     let pid = std::process::id();
     Ipv4Addr::new(127, 171, (pid % 250) as u8, n)
-}
-
-fn pod_yaml(ns: &str, name: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  containers: [{{name: c, image: none}}]\n"
-    )
-}
-
-fn set_pod_ip(rig: &Rig, ns: &str, name: &str, ip: Ipv4Addr) {
-    rig.set_pod_ip(ns, name, ip.into())
-        .expect("set the pod's IP");
-}
-
-fn services_yaml(ns: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: alias, namespace: {ns}}}
-spec:
-  type: ExternalName
-  externalName: ext.example.test
-"
-    )
 }
 
 #[test]
 fn a_pods_search_walk_is_answered_as_coredns_answers_it() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
-    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
-        .expect("upstream");
-    let port = up.addr.port().to_string();
+    let up = start_upstream(&coredns, UPSTREAM);
     let home = rig.namespace("ap17-home").expect("namespace");
     let other = rig.namespace("ap17-other").expect("namespace");
     let (h, o) = (home.name().to_string(), other.name().to_string());
     rig.apply_yaml(&services_yaml(&o)).expect("services");
     rig.apply_yaml(&services_yaml(&h)).expect("services");
-    rig.apply_yaml(&pod_yaml(&h, "client")).expect("pod");
     let client = pod_ip(2);
-    set_pod_ip(&rig, &h, "client", client);
+    pod_at(&rig, &h, "client", None, client.into());
 
-    let d = Differential::between(
-        Some(&rig),
-        ServerSpec::coredns(&rig, COREFILE).var("UPSTREAM", &port),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE).var("UPSTREAM", &port),
-    )
-    .expect("start both");
+    let port = up.addr.port().to_string();
+    let d = rig_differential(&rig, COREFILE, &[("UPSTREAM", &port)]);
 
     // Both must know the pod and the other namespace's service first.
     let probe = Query::new(&format!("web.{o}.{h}.svc.cluster.local."), "A");
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = ask_from(client, d.reference.addr, &probe);
-        let c = ask_from(client, d.candidate.addr, &probe);
-        if rcode_of(&r) == "NOERROR" && rcode_of(&c) == "NOERROR" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not synced: coredns {}, clusterdns {}",
-            r.summary(),
-            c.summary()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_both(&d, client, &probe, deadline, |r| rcode_name(r) == "NOERROR");
 
     let first = format!("{h}.svc.cluster.local.");
     let cases: Vec<(String, &str)> = vec![
@@ -188,21 +98,10 @@ fn a_pods_search_walk_is_answered_as_coredns_answers_it() {
         // Reverse zones are the plugin's too, but never a search domain.
         ("1.0.96.10.in-addr.arpa.".to_string(), "PTR"),
     ];
-    let mut failed = Vec::new();
-    for (name, qtype) in &cases {
-        let q = Query::new(name, qtype);
-        failed.extend(differs(&d, client, &q));
-        // From an address that is no Pod's: no walk either.
-        failed.extend(differs(&d, Ipv4Addr::LOCALHOST, &q));
-    }
+    // Each also from an address that is no Pod's: no walk either.
+    let failed = walk_differences(&d, client, &cases);
     // The walk happened (not just agreement on NXDOMAIN): a CNAME first.
-    let got = ask_from(client, d.candidate.addr, &probe);
-    let answer = &got.response().expect("answer").answer;
-    assert_eq!(
-        answer.first().map(|r| (r.rtype.as_str(), r.name.as_str())),
-        Some(("CNAME", probe.name.as_str())),
-        "{got:?}"
-    );
+    assert_walked(&d, client, &probe);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
@@ -210,8 +109,7 @@ fn a_pods_search_walk_is_answered_as_coredns_answers_it() {
 #[test]
 fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
     let coredns = coredns_or_skip!();
-    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
-        .expect("upstream");
+    let up = start_upstream(&coredns, UPSTREAM);
     let port = up.addr.port().to_string();
     let dir = clusterdns_test_support::ScratchDir::new("autopath-resolv").expect("dir");
     let resolv = dir.path().join("resolv.conf");
@@ -245,7 +143,7 @@ fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     // coredns_autopath_success_total counts the same walks.
-    let (r, c) = (metrics(&d.reference), metrics(&d.candidate));
+    let (r, c) = (d.reference.metrics(), d.candidate.metrics());
     assert!(c.contains("coredns_autopath_success_total{"), "{c}");
     let m = compare_metrics(
         &r,
@@ -257,18 +155,10 @@ fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
     assert!(m.is_empty(), "{}", m.join("\n"));
 }
 
-fn metrics(s: &RunningServer) -> String {
-    let port = s.port("PORT_METRICS").expect("a metrics port");
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
-    assert_eq!(r.status, 200, "{}", s.name);
-    String::from_utf8_lossy(&r.body).into_owned()
-}
-
 #[test]
 fn setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let failed = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         common::binary(),
         &[
@@ -281,7 +171,6 @@ fn setup_errors_read_as_coredns() {
             ".:@P@ {\n    autopath @kubernetes\n    autopath @whoami\n    whoami\n}\n",
         ],
     );
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
 /// glibc (`getent`) and musl (a static getaddrinfo client) in a Pod's
@@ -299,20 +188,11 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     let Some(pod) = PodNetns::create("ap17", &h, s) else {
         return;
     };
-    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
-        .expect("upstream");
+    let up = start_upstream(&coredns, UPSTREAM);
     rig.apply_yaml(&services_yaml(&o)).expect("services");
     rig.apply_yaml(&services_yaml(&h)).expect("services");
-    rig.apply_yaml(&pod_yaml(&h, "client")).expect("pod");
-    set_pod_ip(&rig, &h, "client", pod.pod_ip());
-    let corefile = COREFILE
-        .replace(".:@PORT@", ".:53")
-        .replace(
-            "bind 127.0.0.1",
-            &format!("bind {}\n    log", pod.nameserver()),
-        )
-        .replace("@UPSTREAM@", &up.addr.port().to_string())
-        .replace("@KUBECONFIG@", &rig.kubeconfig().display().to_string());
+    pod_at(&rig, &h, "client", None, pod.pod_ip().into());
+    let corefile = pod_corefile(COREFILE, &pod, &up, &rig);
     let names = [
         format!("web.{o}"),
         "web".to_string(),
@@ -320,27 +200,11 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
         "nothing.example.test".to_string(),
     ];
     let dir = clusterdns_test_support::ScratchDir::new("autopath-glibc").expect("dir");
-    let musl = musl_client(dir.path());
-    if musl.is_none() {
-        clusterdns_test_support::skip("no musl-gcc (musl-tools): testing glibc only");
-    }
-    let musl = musl.as_ref().map(|p| p.display().to_string());
-    let mut seen = Vec::new();
-    for (label, program) in [
-        ("coredns", coredns.as_path()),
-        ("clusterdns", common::binary()),
-    ] {
-        seen.push(pod_lookups(
-            &pod,
-            dir.path(),
-            label,
-            program,
-            &corefile,
-            &names,
-            musl.as_deref(),
-        ));
-    }
-    eprintln!("{seen:#?}");
+    let runs = [
+        ("coredns", coredns.as_path(), corefile.clone()),
+        ("clusterdns", common::binary(), corefile),
+    ];
+    let (seen, musl) = lookups_of_each(&pod, dir.path(), &runs, &names);
     assert_eq!(
         seen[0], seen[1],
         "coredns (left) and clusterdns (right) differ"
@@ -348,7 +212,7 @@ fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     // The walk saved the round trips: one query for the name found, from
     // each client.
     assert!(seen[1][0].ends_with("queries=1"), "{:?}", seen[1]);
-    if musl.is_some() {
+    if musl {
         assert!(seen[1][1].ends_with("queries=1"), "{:?}", seen[1]);
     }
 }
@@ -394,49 +258,32 @@ const COREFILE_CACHED: &str = "
 fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
-    let up =
-        RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM_ANY_A).named("upstream"))
-            .expect("upstream");
-    let port = up.addr.port().to_string();
+    let up = start_upstream(&coredns, UPSTREAM_ANY_A);
     let a = rig.namespace("ap17m-a").expect("namespace");
     let b = rig.namespace("ap17m-b").expect("namespace");
     let (na, nb) = (a.name().to_string(), b.name().to_string());
     rig.apply_yaml(&services_yaml(&na)).expect("services");
     rig.apply_yaml(&services_yaml(&nb)).expect("services");
-    rig.apply_yaml(&pod_yaml(&na, "client")).expect("pod");
-    rig.apply_yaml(&pod_yaml(&nb, "client")).expect("pod");
     let (ca, cb) = (pod_ip(30), pod_ip(31));
-    set_pod_ip(&rig, &na, "client", ca);
-    set_pod_ip(&rig, &nb, "client", cb);
-    let d = Differential::between(
-        Some(&rig),
-        ServerSpec::coredns(&rig, COREFILE_CACHED).var("UPSTREAM", &port),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE_CACHED).var("UPSTREAM", &port),
-    )
-    .expect("start both");
+    pod_at(&rig, &na, "client", None, ca.into());
+    pod_at(&rig, &nb, "client", None, cb.into());
+    let port = up.addr.port().to_string();
+    let d = rig_differential(&rig, COREFILE_CACHED, &[("UPSTREAM", &port)]);
     // Both know both Pods (a walk's CNAME) and the Services. The names
     // probed are not the ones measured below, so their entries stay
     // unseen until then.
     let deadline = Instant::now() + Duration::from_secs(30);
     for (client, ns, other) in [(ca, &na, &nb), (cb, &nb, &na)] {
         let probe = Query::new(&format!("web.{other}.{ns}.svc.cluster.local."), "A");
-        loop {
-            let walked = |addr| {
-                ask_from(client, addr, &probe)
-                    .response()
-                    .and_then(|r| r.answer.first().map(|x| x.rtype == "CNAME"))
-                    .unwrap_or(false)
-            };
-            if walked(d.reference.addr) && walked(d.candidate.addr) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "not synced for {ns}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_both(&d, client, &probe, deadline, |o| {
+            o.response()
+                .and_then(|r| r.answer.first().map(|x| x.rtype == "CNAME"))
+                .unwrap_or(false)
+        });
     }
     // What the probes stored expires (5 s), so both caches start alike.
     std::thread::sleep(Duration::from_secs(6));
-    let before = (metrics(&d.reference), metrics(&d.candidate));
+    let before = (d.reference.metrics(), d.candidate.metrics());
     // Three walks per name and client within a second: misses first, then
     // hits (clusterdns keeps the second and serves the third from it).
     // (An ExternalName on the way is compared for its answers after the
@@ -453,14 +300,7 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
     for _ in 0..3 {
         for (client, ns, other) in [(ca, &na, &nb), (cb, &nb, &na)] {
             for n in names(ns, other) {
-                let q = Query::new(&n, "A");
-                let r = ask_from(client, d.reference.addr, &q);
-                let c = ask_from(client, d.candidate.addr, &q);
-                failed.extend(
-                    compare(&r, &c, TtlMode::Within(1))
-                        .into_iter()
-                        .map(|x| format!("{n}: {x}")),
-                );
+                failed.extend(within_a_second(&d, client, &n));
             }
         }
     }
@@ -469,7 +309,7 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
         "too slow to stay within the entries' TTLs"
     );
     assert!(failed.is_empty(), "{}", failed.join("\n"));
-    let (r, c) = (metrics(&d.reference), metrics(&d.candidate));
+    let (r, c) = (d.reference.metrics(), d.candidate.metrics());
     // The counters moved alike (the probes before moved them alike too,
     // but took their own time: compare the difference).
     let moved = |after: &str, before: &str, port: u16| {
@@ -510,14 +350,7 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
     for _ in 0..3 {
         for (client, ns, other) in [(ca, &na, &nb), (cb, &nb, &na)] {
             let n = format!("alias.{other}.{ns}.svc.cluster.local.");
-            let q = Query::new(&n, "A");
-            let r = ask_from(client, d.reference.addr, &q);
-            let c = ask_from(client, d.candidate.addr, &q);
-            failed.extend(
-                compare(&r, &c, TtlMode::Within(1))
-                    .into_iter()
-                    .map(|x| format!("{n}: {x}")),
-            );
+            failed.extend(within_a_second(&d, client, &n));
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
@@ -560,4 +393,16 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
     let c = ask_from(ca, d.candidate.addr, &q);
     let diffs = compare(&r, &c, TtlMode::Within(1));
     assert!(diffs.is_empty(), "{diffs:?}");
+}
+
+/// How the two servers' replies to `name`/`A` from `client` differ, TTLs
+/// compared within a second.
+fn within_a_second(d: &Differential, client: Ipv4Addr, name: &str) -> Vec<String> {
+    let q = Query::new(name, "A");
+    let r = ask_from(client, d.reference.addr, &q);
+    let c = ask_from(client, d.candidate.addr, &q);
+    compare(&r, &c, TtlMode::Within(1))
+        .into_iter()
+        .map(|x| format!("{name}: {x}"))
+        .collect()
 }

@@ -5,32 +5,18 @@
 //! same replies (TTLs included), and stop walking when the Pod goes away.
 //! Pod names keep the answers of the `pods` mode in force.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{
-    Differential, Outcome, Query, Response, Rig, RunningServer, ServerSpec, TtlMode, compare,
-};
+use clusterdns_test_support::{Differential, Query, Rig, RunningServer};
 
 mod common;
-use common::netns::{PodNetns, musl_client, pod_lookups};
-
-/// `ext.example.test` has an A record and no AAAA; every other name is
-/// NXDOMAIN.
-const UPSTREAM: &str = r#".:@PORT@ {
-    bind 127.0.0.1
-    template IN A ext.example.test {
-        answer "{{ .Name }} 60 IN A 10.1.2.3"
-    }
-    template IN AAAA ext.example.test {
-        authority "example.test. 60 IN SOA ns.example.test. host.example.test. 1 7200 1800 86400 30"
-    }
-    template ANY ANY . {
-        rcode NXDOMAIN
-        authority ". 60 IN SOA a.root. b.root. 1 7200 1800 86400 30"
-    }
-}
-"#;
+use common::autopath::{
+    UPSTREAM, assert_walked, differs, lookups_of_each, pod_corefile, services_yaml, wait_both,
+    walk_differences,
+};
+use common::netns::PodNetns;
+use common::{pod_addr, pod_at, rcode_name as rcode, rig_differential_each, start_upstream};
 
 /// The cluster Corefile; `@PODS@` is the kubernetes block's Pod option.
 const COREFILE: &str = "
@@ -46,99 +32,47 @@ const COREFILE: &str = "
 }
 ";
 
-fn ask_from(src: Ipv4Addr, server: SocketAddr, q: &Query) -> Outcome {
-    let msg = q.to_wire().expect("query builds");
-    clusterdns_test_support::exchange_from(server, src.into(), &msg, Duration::from_secs(3))
-}
-
-fn differs(d: &Differential, src: Ipv4Addr, q: &Query) -> Option<String> {
-    let r = ask_from(src, d.reference.addr, q);
-    let c = ask_from(src, d.candidate.addr, q);
-    let diffs = compare(&r, &c, TtlMode::Exact);
-    (!diffs.is_empty()).then(|| {
-        format!(
-            "{q} from {src}: {diffs:?}\n  coredns: {}\n  clusterdns: {}",
-            r.summary(),
-            c.summary()
-        )
-    })
-}
-
-fn rcode(o: &Outcome) -> String {
-    o.response()
-        .map_or_else(|| o.summary(), Response::rcode_name)
-}
-
-/// Waits until `ok` holds for the replies of both servers to `q` from `src`.
-fn wait_both(d: &Differential, src: Ipv4Addr, q: &Query, ok: impl Fn(&Outcome) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = ask_from(src, d.reference.addr, q);
-        let c = ask_from(src, d.candidate.addr, q);
-        if ok(&r) && ok(&c) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{q}: coredns {}, clusterdns {}",
-            r.summary(),
-            c.summary()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// A Pod address for this test process: 127.172.X.Y.
-fn pod_ip(n: u8) -> Ipv4Addr {
-    Ipv4Addr::new(127, 172, (std::process::id() % 250) as u8, n)
-}
-
-fn objects(home: &str, other: &str) -> String {
-    let mut y = String::new();
+/// The Services `web` and `alias` in `home` and `other`, and the Pod
+/// `client` in `home` at `client`.
+fn objects(rig: &Rig, home: &str, other: &str, client: std::net::IpAddr) {
     for ns in [other, home] {
-        y.push_str(&format!(
-            "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  ports: [{{name: http, port: 80, protocol: TCP}}]\n---\n\
-             apiVersion: v1\nkind: Service\nmetadata: {{name: alias, namespace: {ns}}}\nspec:\n  type: ExternalName\n  externalName: ext.example.test\n---\n"
-        ));
+        rig.apply_yaml(&services_yaml(ns)).expect("services");
     }
-    y.push_str(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: client, namespace: {home}}}\nspec:\n  containers: [{{name: c, image: none}}]\n"
-    ));
-    y
+    pod_at(rig, home, "client", None, client);
 }
 
+/// Both servers on [`COREFILE`], `@PODS@` being `reference` and `candidate`.
 fn between(rig: &Rig, up: &RunningServer, reference: &str, candidate: &str) -> Differential {
     let port = up.addr.port().to_string();
-    Differential::between(
-        Some(rig),
-        ServerSpec::coredns(rig, COREFILE)
-            .var("UPSTREAM", &port)
-            .var("PODS", reference),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE)
-            .var("UPSTREAM", &port)
-            .var("PODS", candidate),
+    rig_differential_each(
+        rig,
+        COREFILE,
+        &[("UPSTREAM", &port), ("PODS", reference)],
+        &[("UPSTREAM", &port), ("PODS", candidate)],
     )
-    .expect("start both")
+}
+
+/// 30 s from now: how long the servers get to sync.
+fn sync_deadline() -> Instant {
+    Instant::now() + Duration::from_secs(30)
 }
 
 #[test]
 fn compact_walks_answer_as_coredns_with_pods_verified() {
     let Some(rig) = Rig::get() else { return };
-    let up =
-        RunningServer::start(&ServerSpec::coredns_at(&rig.coredns(), UPSTREAM).named("upstream"))
-            .expect("upstream");
+    let up = start_upstream(&rig.coredns(), UPSTREAM);
     let home = rig.namespace("apc19-home").expect("namespace");
     let other = rig.namespace("apc19-other").expect("namespace");
     let (h, o) = (home.name().to_string(), other.name().to_string());
-    rig.apply_yaml(&objects(&h, &o)).expect("objects");
-    let client = pod_ip(2);
-    rig.set_pod_ip(&h, "client", client.into())
-        .expect("set the pod's IP");
+    let client = pod_addr(2);
+    objects(&rig, &h, &o, client.into());
 
     let d = between(&rig, &up, "pods verified", "client_index compact");
     let first = format!("{h}.svc.cluster.local.");
     let probe = Query::new(&format!("web.{o}.{first}"), "A");
-    wait_both(&d, client, &probe, |o| rcode(o) == "NOERROR");
+    wait_both(&d, client, &probe, sync_deadline(), |o| {
+        rcode(o) == "NOERROR"
+    });
 
     let cases: Vec<(String, &str)> = vec![
         (format!("web.{first}"), "A"),
@@ -158,21 +92,10 @@ fn compact_walks_answer_as_coredns_with_pods_verified() {
         ("ext.example.test.".to_string(), "A"),
         ("1.0.96.10.in-addr.arpa.".to_string(), "PTR"),
     ];
-    let mut failed = Vec::new();
-    for (name, qtype) in &cases {
-        let q = Query::new(name, qtype);
-        failed.extend(differs(&d, client, &q));
-        // An address that is no Pod's: no walk from either.
-        failed.extend(differs(&d, Ipv4Addr::LOCALHOST, &q));
-    }
+    // Each also from an address that is no Pod's: no walk from either.
+    let failed = walk_differences(&d, client, &cases);
     // The walk happened: a CNAME first.
-    let got = ask_from(client, d.candidate.addr, &probe);
-    let answer = &got.response().expect("answer").answer;
-    assert_eq!(
-        answer.first().map(|r| (r.rtype.as_str(), r.name.as_str())),
-        Some(("CNAME", probe.name.as_str())),
-        "{got:?}"
-    );
+    assert_walked(&d, client, &probe);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 
     // The Pod goes: neither walks for its address any more.
@@ -187,16 +110,16 @@ fn compact_walks_answer_as_coredns_with_pods_verified() {
         "--force",
     ])
     .expect("delete the pod");
-    wait_both(&d, client, &probe, |o| rcode(o) == "NXDOMAIN");
+    wait_both(&d, client, &probe, sync_deadline(), |o| {
+        rcode(o) == "NXDOMAIN"
+    });
     assert_eq!(differs(&d, client, &probe), None);
 }
 
 #[test]
 fn pod_names_keep_the_pods_mode_answers_with_compact() {
     let Some(rig) = Rig::get() else { return };
-    let up =
-        RunningServer::start(&ServerSpec::coredns_at(&rig.coredns(), UPSTREAM).named("upstream"))
-            .expect("upstream");
+    let up = start_upstream(&rig.coredns(), UPSTREAM);
     let home = rig.namespace("apc19-names").expect("namespace");
     let h = home.name().to_string();
     let mut failed = Vec::new();
@@ -211,6 +134,7 @@ fn pod_names_keep_the_pods_mode_answers_with_compact() {
             &d,
             Ipv4Addr::LOCALHOST,
             &Query::new("kubernetes.default.svc.cluster.local.", "A"),
+            sync_deadline(),
             |o| rcode(o) == "NOERROR",
         );
         for name in [
@@ -242,22 +166,9 @@ fn glibc_and_musl_in_a_pod_walk_as_with_coredns_pods_verified() {
     let Some(pod) = PodNetns::create("apc19", &h, s) else {
         return;
     };
-    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
-        .expect("upstream");
-    rig.apply_yaml(&objects(&h, &o)).expect("objects");
-    rig.set_pod_ip(&h, "client", pod.pod_ip().into())
-        .expect("set the pod's IP");
-    let corefile = |pods: &str| {
-        COREFILE
-            .replace(".:@PORT@", ".:53")
-            .replace(
-                "bind 127.0.0.1",
-                &format!("bind {}\n    log", pod.nameserver()),
-            )
-            .replace("@UPSTREAM@", &up.addr.port().to_string())
-            .replace("@KUBECONFIG@", &rig.kubeconfig().display().to_string())
-            .replace("@PODS@", pods)
-    };
+    let up = start_upstream(&coredns, UPSTREAM);
+    objects(&rig, &h, &o, pod.pod_ip().into());
+    let corefile = |pods: &str| pod_corefile(COREFILE, &pod, &up, &rig).replace("@PODS@", pods);
     let names = [
         format!("web.{o}"),
         "web".to_string(),
@@ -266,11 +177,6 @@ fn glibc_and_musl_in_a_pod_walk_as_with_coredns_pods_verified() {
         "nothing.example.test".to_string(),
     ];
     let dir = clusterdns_test_support::ScratchDir::new("autopath-compact-glibc").expect("dir");
-    let musl = musl_client(dir.path());
-    if musl.is_none() {
-        clusterdns_test_support::skip("no musl-gcc (musl-tools): testing glibc only");
-    }
-    let musl = musl.as_ref().map(|p| p.display().to_string());
     let runs = [
         ("coredns", coredns.as_path(), corefile("pods verified")),
         (
@@ -279,26 +185,14 @@ fn glibc_and_musl_in_a_pod_walk_as_with_coredns_pods_verified() {
             corefile("client_index compact"),
         ),
     ];
-    let mut seen = Vec::new();
-    for (label, program, corefile) in &runs {
-        seen.push(pod_lookups(
-            &pod,
-            dir.path(),
-            label,
-            program,
-            corefile,
-            &names,
-            musl.as_deref(),
-        ));
-    }
-    eprintln!("{seen:#?}");
+    let (seen, musl) = lookups_of_each(&pod, dir.path(), &runs, &names);
     assert_eq!(
         seen[0], seen[1],
         "coredns with pods verified (left) and clusterdns with client_index compact (right) differ"
     );
     // The walk happened: one query for a Service of another namespace, of
     // the Pod's own and for an external name, from each client.
-    let per_client = if musl.is_some() { 2 } else { 1 };
+    let per_client = if musl { 2 } else { 1 };
     for (i, line) in seen[1].iter().enumerate() {
         if [0, 1, 3].contains(&(i / per_client)) {
             assert!(

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use clusterdns_test_support::{Differential, Query, ServerSpec, compare_metrics, coredns_or_skip};
+use clusterdns_test_support::{Query, compare_metrics, coredns_or_skip};
 
 /// `cache 1` in front of templates answering with TTL 5 (a name) and
 /// NXDOMAIN with an SOA of TTL 5 (a missing one): entries live 1 s.
@@ -34,12 +34,7 @@ const COREFILE: &str = "\
 #[test]
 fn expired_entries_are_answered_fresh_by_the_plugins_behind() {
     let coredns = coredns_or_skip!();
-    let diff = Differential::between(
-        None,
-        ServerSpec::coredns_at(&coredns, COREFILE),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE),
-    )
-    .expect("start both");
+    let diff = common::differential(&coredns, COREFILE);
     let queries = [
         Query::new("there.test", "A"),
         Query::new("missing.test", "A"),

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
-    Differential, Outcome, Query, RunningServer, ServerSpec, Transport, coredns_or_skip,
-    http_request,
+    Differential, Outcome, Query, RunningServer, ServerSpec, Transport,
+    assert_block_setup_errors_agree, coredns_or_skip, http_request,
 };
 
 /// A block on 127.0.0.1 with `body` (lines indented by four).
@@ -236,7 +236,5 @@ fn erratic_setup_errors_read_as_coredns() {
         "erratic {\n    large 3\n}",
         "erratic {\n    bogus\n}",
     ];
-    let differ =
-        clusterdns_test_support::block_setup_errors_differ(&coredns, common::binary(), &bodies);
-    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert_block_setup_errors_agree(&coredns, common::binary(), &bodies);
 }

@@ -47,15 +47,6 @@ fn logged(s: &RunningServer, n: usize) -> String {
     }
 }
 
-/// GET /metrics on the server's `@PORT_METRICS@`.
-fn metrics(s: &RunningServer) -> String {
-    let port = s.port("PORT_METRICS").expect("a metrics port");
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
-    assert_eq!(r.status, 200, "{}", s.name);
-    String::from_utf8_lossy(&r.body).into_owned()
-}
-
 fn hosts_queries() -> Vec<Query> {
     let mut qs = Vec::new();
     for q in [
@@ -121,9 +112,9 @@ fn dns_metrics_agree_in_values_and_labels() {
         send(&r, &all);
         send(&c, &all);
         let d = compare_metrics(
-            &metrics(&r),
+            &r.metrics(),
             r.addr.port(),
-            &metrics(&c),
+            &c.metrics(),
             c.addr.port(),
             &["coredns_dns_"],
         );
@@ -162,9 +153,9 @@ fn forwarded_and_cached_replies_agree_in_logs_and_metrics() {
         let d = compare_log_lines(&lr, &lc, false);
         assert!(d.is_empty(), "{head}:\n{}", d.join("\n"));
         let d = compare_metrics(
-            &metrics(&r),
+            &r.metrics(),
             r.addr.port(),
-            &metrics(&c),
+            &c.metrics(),
             c.addr.port(),
             &["coredns_dns_", "coredns_cache_"],
         );
@@ -210,14 +201,14 @@ fn forward_with_every_upstream_down_tries_once_per_query() {
     ];
     let before: Vec<(f64, f64)> = names
         .iter()
-        .map(|n| (total(&metrics(&r), n), total(&metrics(&c), n)))
+        .map(|n| (total(&r.metrics(), n), total(&c.metrics(), n)))
         .collect();
     for _ in 0..5 {
         send(&r, &q);
         send(&c, &q);
     }
     for (n, (rb, cb)) in names.iter().zip(before) {
-        let (ra, ca) = (total(&metrics(&r), n), total(&metrics(&c), n));
+        let (ra, ca) = (total(&r.metrics(), n), total(&c.metrics(), n));
         assert_eq!(ra - rb, 5.0, "{n}: the reference tries once per query");
         assert_eq!(
             ca - cb,
@@ -267,7 +258,7 @@ fn process_log_lines_and_reload_metric_agree() {
 ";
     let (mut r, mut c) = both(&coredns, corefile, &[]);
     let version = |s: &RunningServer| {
-        clusterdns_test_support::metric_samples(&metrics(s))
+        clusterdns_test_support::metric_samples(&s.metrics())
             .keys()
             .any(|(n, _)| n == "coredns_reload_version_info")
     };
@@ -524,16 +515,11 @@ fn opt(owner: &[u8], size: u16, version: u8, do_bit: bool) -> Vec<u8> {
 
 #[test]
 fn odd_wire_input_agrees_or_is_listed() {
-    use clusterdns_test_support::{Differential, Transport};
+    use clusterdns_test_support::Transport;
     let coredns = coredns_or_skip!();
     let corefile =
         format!(".:@PORT@ {{\n    bind 127.0.0.1\n{HOSTS}}}\n").replace("a.test", "example.org");
-    let diff = Differential::between(
-        None,
-        ServerSpec::coredns_at(&coredns, &corefile),
-        ServerSpec::clusterdns_at(common::binary(), &corefile),
-    )
-    .expect("start both");
+    let diff = common::differential(&coredns, &corefile);
     let rd_ad_cd = 0x0100 | 0x0020 | 0x0010;
     let cases: Vec<(&str, Vec<u8>)> = vec![
         (
@@ -590,18 +576,9 @@ fn odd_wire_input_agrees_or_is_listed() {
     }
 }
 
-/// What a server printed about a Corefile it refused: its first line
-/// that is not Go's start-up noise.
-fn error_line(out: &str) -> String {
-    out.lines()
-        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
-        .unwrap_or("")
-        .to_string()
-}
-
 #[test]
 fn corefile_errors_read_as_coredns_prints_them() {
-    use clusterdns_test_support::{run_corefile, without_location};
+    use clusterdns_test_support::{error_line, run_corefile, without_location};
     let coredns = coredns_or_skip!();
     // Refused by both with the same text, or started by both.
     let cases = [

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::torture;
 use common::torture::{Sent, heavy, raise_nofile, rss_kib, send_some, tcp_socket};
-use common::{Server, free_port};
+use common::{Server, frame, free_port};
 use fault::{Fault, Mode};
 
 /// Threads spinning on every core until dropped: the test machine as
@@ -177,10 +177,7 @@ fn tcp_probe(port: u16, limit: Duration) -> Option<Duration> {
     let mut c = TcpStream::connect_timeout(&addr, limit).ok()?;
     c.set_read_timeout(Some(limit.checked_sub(t.elapsed())?))
         .ok()?;
-    let q = query("web.test", 0x2222);
-    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&q);
-    c.write_all(&framed).ok()?;
+    c.write_all(&frame(&query("web.test", 0x2222))).ok()?;
     let mut len = [0u8; 2];
     c.read_exact(&mut len).ok()?;
     let took = t.elapsed();
@@ -212,12 +209,7 @@ fn stalled_readers_and_idle_connections_do_not_lock_tcp_out() {
     // 1,100 connections pipelining queries for a 200-record answer and
     // never reading a reply.
     let blob: Vec<u8> = (0..200u16)
-        .flat_map(|i| {
-            let q = query("big.test", i);
-            let mut f = (q.len() as u16).to_be_bytes().to_vec();
-            f.extend_from_slice(&q);
-            f
-        })
+        .flat_map(|i| frame(&query("big.test", i)))
         .collect();
     let mut stalled: Vec<(OwnedFd, usize)> = (0..1100)
         .filter_map(|_| tcp_socket(port, Some(1024)))

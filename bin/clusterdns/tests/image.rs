@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::run_ok;
+
 const UID: u32 = 65532;
 
 fn skip(why: &str) {
@@ -39,20 +42,6 @@ fn skip(why: &str) {
         panic!("{why} (CLUSTERDNS_REQUIRE_IMAGE=1 makes this a failure)");
     }
     eprintln!("SKIPPED: {why}");
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn blob(dir: &Path, digest: &str) -> PathBuf {
@@ -92,7 +81,7 @@ impl Netns {
             }
         }
         let ns = Netns(name);
-        run(Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]));
+        run_ok(Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]));
         Some(ns)
     }
 
@@ -138,11 +127,13 @@ impl Drop for Netns {
 fn unpack(archive: &Path, dir: &Path, name_prefix: &str) -> (Value, PathBuf) {
     let oci = dir.join("oci");
     std::fs::create_dir(&oci).expect("mkdir");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&oci)
-        .arg("-xf")
-        .arg(archive));
+    run_ok(
+        Command::new("tar")
+            .arg("-C")
+            .arg(&oci)
+            .arg("-xf")
+            .arg(archive),
+    );
     assert_eq!(json(&oci.join("oci-layout"))["imageLayoutVersion"], "1.0.0");
     let index = json(&oci.join("index.json"));
     let manifests = index["manifests"].as_array().expect("manifests");
@@ -175,12 +166,14 @@ fn unpack(archive: &Path, dir: &Path, name_prefix: &str) -> (Value, PathBuf) {
 fn extract(dir: &Path, layer: &Path, only: &[&str]) -> PathBuf {
     let rootfs = dir.join("rootfs");
     std::fs::create_dir(&rootfs).expect("mkdir");
-    run(Command::new("tar")
-        .args(["--xattrs", "--xattrs-include=security.capability", "-C"])
-        .arg(&rootfs)
-        .arg("-xf")
-        .arg(layer)
-        .args(only));
+    run_ok(
+        Command::new("tar")
+            .args(["--xattrs", "--xattrs-include=security.capability", "-C"])
+            .arg(&rootfs)
+            .arg("-xf")
+            .arg(layer)
+            .args(only),
+    );
     rootfs
 }
 
@@ -212,7 +205,7 @@ fn image_config_layer_and_binary() {
     assert!(c.get("Shell").is_none(), "{c}");
 
     // The layer's files: exactly the binary and the CA bundle.
-    let listing = run(Command::new("tar").arg("-tvf").arg(&layer));
+    let listing = run_ok(Command::new("tar").arg("-tvf").arg(&layer));
     let mut files: Vec<&str> = listing
         .lines()
         .filter(|l| !l.starts_with('d'))
@@ -230,13 +223,13 @@ fn image_config_layer_and_binary() {
     }
     let rootfs = extract(dir.path(), &layer, &[]);
     let bin = rootfs.join("clusterdns");
-    let headers = run(Command::new("readelf").arg("-lhd").arg(&bin));
+    let headers = run_ok(Command::new("readelf").arg("-lhd").arg(&bin));
     assert!(
         !headers.contains("program interpreter"),
         "static: {headers}"
     );
     assert!(!headers.contains("(NEEDED)"), "static: {headers}");
-    let caps = run(Command::new("getcap").arg(&bin));
+    let caps = run_ok(Command::new("getcap").arg(&bin));
     assert!(caps.contains("cap_net_bind_service=ep"), "{caps:?}");
 
     // Run it as the image would: uid 65532, port 53, in a namespace of ours.
@@ -248,7 +241,7 @@ fn image_config_layer_and_binary() {
     };
     // uid 65532 must reach the binary and the Corefile.
     for p in [dir.path(), rootfs.as_path()] {
-        run(Command::new("chmod").arg("0755").arg(p));
+        run_ok(Command::new("chmod").arg("0755").arg(p));
     }
     let corefile = dir.path().join("Corefile");
     std::fs::write(
@@ -256,7 +249,7 @@ fn image_config_layer_and_binary() {
         ".:53 {\n    bind 127.0.0.1\n    hosts {\n        192.0.2.53 image.test\n    }\n}\n",
     )
     .expect("write Corefile");
-    run(Command::new("chmod").arg("0644").arg(&corefile));
+    run_ok(Command::new("chmod").arg("0644").arg(&corefile));
     let log = dir.path().join("server.log");
     let log_file = std::fs::File::create(&log).expect("log");
     let server = ns
@@ -342,7 +335,7 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
             .any(|v| v.as_str().is_some_and(|v| v.starts_with("PATH=/usr/sbin")))),
         "{c}"
     );
-    let listing = run(Command::new("tar").arg("-tf").arg(&layer));
+    let listing = run_ok(Command::new("tar").arg("-tf").arg(&layer));
     let files: Vec<&str> = listing
         .lines()
         .map(|f| f.trim_start_matches("./"))
@@ -444,7 +437,7 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
             std::thread::sleep(Duration::from_millis(200));
         }
         // SIGTERM: the agent takes the interception down with the image's tools.
-        run(Command::new("kill").args(["-TERM", &agent.0.id().to_string()]));
+        run_ok(Command::new("kill").args(["-TERM", &agent.0.id().to_string()]));
         let deadline = Instant::now() + Duration::from_secs(20);
         while agent.0.try_wait().ok().flatten().is_none() {
             assert!(
@@ -460,10 +453,12 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
 
 /// The digest of the one manifest an OCI archive's index names.
 fn manifest_digest(archive: &Path) -> String {
-    let index = run(Command::new("tar")
-        .arg("-xOf")
-        .arg(archive)
-        .arg("index.json"));
+    let index = run_ok(
+        Command::new("tar")
+            .arg("-xOf")
+            .arg(archive)
+            .arg("index.json"),
+    );
     let index: Value = serde_json::from_str(&index).expect("index.json");
     index["manifests"][0]["digest"]
         .as_str()
@@ -486,7 +481,7 @@ fn sbom_of(archive: &Path) -> PathBuf {
 /// package included.
 fn linked_crates() -> std::collections::BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let tree = run(Command::new("cargo").current_dir(&root).args([
+    let tree = run_ok(Command::new("cargo").current_dir(&root).args([
         "tree",
         "--locked",
         "-p",
@@ -517,16 +512,18 @@ fn validate_cyclonedx(sbom: &Path) {
             "CLUSTERDNS_CYCLONEDX_PYTHON is not set: the SBOM is not checked against CycloneDX's schema",
         );
     };
-    let out = run(Command::new(python)
-        .arg("-c")
-        .arg(
-            "import sys\n\
+    let out = run_ok(
+        Command::new(python)
+            .arg("-c")
+            .arg(
+                "import sys\n\
          from cyclonedx.schema import SchemaVersion\n\
          from cyclonedx.validation.json import JsonStrictValidator\n\
          e = JsonStrictValidator(SchemaVersion.V1_5).validate_str(open(sys.argv[1]).read())\n\
          print('valid' if e is None else str(e).splitlines()[0])\n",
-        )
-        .arg(sbom));
+            )
+            .arg(sbom),
+    );
     assert_eq!(out.trim(), "valid", "{}: not CycloneDX 1.5", sbom.display());
 }
 
@@ -599,7 +596,7 @@ fn the_sboms_list_what_the_images_hold() {
         // The layer's other files, each under its package.
         let dir = tempfile::tempdir().expect("tempdir");
         let (_config, layer) = unpack(&archive, dir.path(), prefix);
-        let listing = run(Command::new("tar").arg("-tvf").arg(&layer));
+        let listing = run_ok(Command::new("tar").arg("-tvf").arg(&layer));
         let files: std::collections::BTreeSet<String> = listing
             .lines()
             .filter(|l| l.starts_with('-'))
@@ -614,7 +611,8 @@ fn the_sboms_list_what_the_images_hold() {
                 .is_some_and(|p| p.starts_with("pkg:deb/debian/"))
         }) {
             let name = c["name"].as_str().expect("name");
-            let installed = run(Command::new("dpkg-query").args(["-W", "-f", "${Version}", name]));
+            let installed =
+                run_ok(Command::new("dpkg-query").args(["-W", "-f", "${Version}", name]));
             assert_eq!(c["version"].as_str(), Some(installed.as_str()), "{c}");
             for p in c["properties"].as_array().expect("properties") {
                 assert_eq!(p["name"], "clusterdns:file", "{p}");
@@ -643,11 +641,13 @@ fn two_builds_of_one_commit_give_one_digest() {
     let rootfs = extract(dir.path(), &layer, &["clusterdns"]);
     let again = dir.path().join("again.oci.tar");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    run(Command::new(root.join("scripts/image"))
-        .args(["--profile", "dev", "--binary"])
-        .arg(rootfs.join("clusterdns"))
-        .arg("--out")
-        .arg(&again));
+    run_ok(
+        Command::new(root.join("scripts/image"))
+            .args(["--profile", "dev", "--binary"])
+            .arg(rootfs.join("clusterdns"))
+            .arg("--out")
+            .arg(&again),
+    );
     assert_eq!(
         manifest_digest(&again),
         manifest_digest(&archive),

@@ -54,6 +54,8 @@ use clusterdns_test_support::{
 };
 use serde_json::Value as Json;
 
+use common::run_ok;
+
 const NETNS: &str = "cdns16-pod";
 const HOST_LINK: &str = "cdns16h";
 const POD_LINK: &str = "cdns16n";
@@ -65,19 +67,6 @@ const SERVICE_HOST: &str = "10.96.0.1";
 const NO_UPSTREAM: &str = "192.0.2.53";
 /// The image's user (scripts/image).
 const UID: &str = "65532";
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The pod's network namespace with its veth link, default route, blackhole
 /// upstream, kube-proxy-like DNAT and `/etc/netns/NAME/resolv.conf`; removed

@@ -15,7 +15,7 @@ mod common;
 use common::{ask_from as ask, pod_addr as addr, rcode_name as rcode};
 
 use clusterdns_test_support::{
-    Differential, Outcome, PrivateRig, Rig, RunningServer, ServerSpec, TtlMode, compare, eventually,
+    Outcome, PrivateRig, Rig, RunningServer, TtlMode, compare, eventually,
 };
 
 /// The plain cluster Corefile; `@ISOLATE@` is replaced by the policy's lines.
@@ -34,12 +34,7 @@ const COREFILE: &str = "
 /// at `db_ip`.
 fn services(rig: &Rig, ns: &str, db_ip: &str) {
     rig.apply_yaml(&format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
+        "{web}---
 apiVersion: v1
 kind: Service
 metadata: {{name: db, namespace: {ns}}}
@@ -58,7 +53,8 @@ ports: [{{name: sql, port: 5432, protocol: TCP}}]
 endpoints:
 - addresses: [{db_ip}]
   conditions: {{ready: true}}
-"
+",
+        web = common::web_service_yaml(ns)
     ))
     .expect("services");
 }
@@ -85,11 +81,7 @@ fn reverse(ip: &str) -> String {
 }
 
 fn start(rig: &Rig, cache: &str, isolate: &str) -> RunningServer {
-    let spec = ServerSpec::clusterdns_at(common::binary(), COREFILE)
-        .var("KUBECONFIG", &rig.kubeconfig().display().to_string())
-        .var("CACHE", cache)
-        .var("ISOLATE", isolate);
-    RunningServer::start(&spec).expect("clusterdns starts")
+    common::start_on_rig(rig, COREFILE, &[("CACHE", cache), ("ISOLATE", isolate)])
 }
 
 /// Asserts `o` is NXDOMAIN with no answer and the same authority as
@@ -246,16 +238,7 @@ fn isolate_hides_other_namespaces_from_pods() {
     // What a client may see is answered as CoreDNS answers it (no cache
     // in `strict`, so TTLs compare exactly too); with the option off every
     // name is, whoever asks.
-    let d = Differential::between(
-        Some(rig),
-        ServerSpec::coredns(rig, COREFILE)
-            .var("CACHE", "")
-            .var("ISOLATE", ""),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE)
-            .var("CACHE", "")
-            .var("ISOLATE", ""),
-    )
-    .expect("start both");
+    let d = common::rig_differential(rig, COREFILE, &[("CACHE", ""), ("ISOLATE", "")]);
     let mut seen: Vec<(String, &str)> = Vec::new();
     for ns in [a, c] {
         seen.extend([

@@ -174,10 +174,8 @@ fn label(rig: &Rig, ns: &str, kv: &str) {
 }
 
 fn web(rig: &Rig, ns: &str) {
-    rig.apply_yaml(&format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  ports: [{{name: http, port: 80, protocol: TCP}}]\n"
-    ))
-    .expect("service");
+    rig.apply_yaml(&common::web_service_yaml(ns))
+        .expect("service");
 }
 
 /// A server of `program` with the lab's Corefile on port 53 of every

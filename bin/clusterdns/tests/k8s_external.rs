@@ -10,9 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{
-    Differential, Query, Rig, RunningServer, ServerSpec, coredns_or_skip, setup_errors_differ,
-};
+use clusterdns_test_support::{Query, Rig, assert_setup_errors_agree, coredns_or_skip};
 
 fn objects(ns: &str) -> String {
     format!(
@@ -131,8 +129,7 @@ example.net:@PORT@ {
 fn external_names_are_answered_as_coredns_answers_them() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
-    let up = RunningServer::start(&ServerSpec::coredns_at(&coredns, UPSTREAM).named("upstream"))
-        .expect("upstream");
+    let up = common::start_upstream(&coredns, UPSTREAM);
     let port = up.addr.port().to_string();
     let space = rig.namespace("ext17").expect("namespace");
     let ns = space.name().to_string();
@@ -165,12 +162,7 @@ fn external_names_are_answered_as_coredns_answers_them() {
     ])
     .expect("load balancer status");
 
-    let d = Differential::between(
-        Some(&rig),
-        ServerSpec::coredns(&rig, COREFILE).var("UPSTREAM", &port),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE).var("UPSTREAM", &port),
-    )
-    .expect("start both");
+    let d = common::rig_differential(&rig, COREFILE, &[("UPSTREAM", &port)]);
 
     let probe = Query::new(&format!("lb.{ns}.example.org."), "A");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -272,7 +264,7 @@ fn external_names_are_answered_as_coredns_answers_them() {
 #[test]
 fn setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let failed = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         common::binary(),
         &[
@@ -285,5 +277,4 @@ fn setup_errors_read_as_coredns() {
             ".:@P@ {\n    k8s_external example.org\n    whoami\n}\n",
         ],
     );
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

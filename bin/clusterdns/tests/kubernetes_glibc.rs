@@ -445,13 +445,7 @@ impl NsServer {
 
 fn objects(ns: &str) -> String {
     format!(
-        "
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
+        "{web}---
 apiVersion: v1
 kind: Service
 metadata: {{name: dual, namespace: {ns}}}
@@ -484,13 +478,9 @@ endpoints:
   conditions: {{ready: false}}
 ports: [{{name: http, port: 8080, protocol: TCP}}]
 ---
-apiVersion: v1
-kind: Service
-metadata: {{name: extname, namespace: {ns}}}
-spec:
-  type: ExternalName
-  externalName: ext.example.test
-"
+{extname}",
+        web = common::web_service_yaml(ns),
+        extname = common::external_name_yaml(ns, "extname", "ext.example.test")
     )
 }
 

@@ -87,32 +87,19 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
-const OUTAGE_OBJECTS: &str = "
+/// The outage test's objects: web (see [`web_objects`]) and a headless db
+/// with two endpoints.
+fn outage_objects() -> String {
+    format!("{NAMESPACE}---\n{}---\n{DB}", web_objects(80, "10.200.0.1"))
+}
+
+const NAMESPACE: &str = "
 apiVersion: v1
 kind: Namespace
 metadata: {name: outage}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: outage}
-spec:
-  clusterIP: 10.96.50.10
-  ports: [{name: http, port: 80, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-1
-  namespace: outage
-  labels: {kubernetes.io/service-name: web}
-addressType: IPv4
-endpoints:
-- addresses: [10.200.0.1]
-  hostname: web-0
-  conditions: {ready: true}
-ports: [{name: http, port: 8080, protocol: TCP}]
----
-apiVersion: v1
+";
+
+const DB: &str = "apiVersion: v1
 kind: Service
 metadata: {name: db, namespace: outage}
 spec:
@@ -136,20 +123,32 @@ ports: [{name: pg, port: 5432, protocol: TCP}]
 
 /// The changes made once the apiserver is back: a new Service, web's port
 /// and endpoint moved, db deleted.
-const AFTER_OBJECTS: &str = "
+fn after_objects() -> String {
+    format!("{AFTER}---\n{}", web_objects(81, "10.200.0.9"))
+}
+
+const AFTER: &str = "
 apiVersion: v1
 kind: Service
 metadata: {name: after, namespace: outage}
 spec:
   clusterIP: 10.96.50.20
   ports: [{name: http, port: 80, protocol: TCP}]
----
-apiVersion: v1
+";
+
+/// The Service web (ClusterIP 10.96.50.10, port `http` = `port`) and its
+/// EndpointSlice: one ready endpoint `web-0` at `endpoint`, target port 8080.
+fn web_objects(port: u16, endpoint: &str) -> String {
+    WEB.replace("@PORT@", &port.to_string())
+        .replace("@ENDPOINT@", endpoint)
+}
+
+const WEB: &str = "apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: outage}
 spec:
   clusterIP: 10.96.50.10
-  ports: [{name: http, port: 81, protocol: TCP}]
+  ports: [{name: http, port: @PORT@, protocol: TCP}]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -159,7 +158,7 @@ metadata:
   labels: {kubernetes.io/service-name: web}
 addressType: IPv4
 endpoints:
-- addresses: [10.200.0.9]
+- addresses: [@ENDPOINT@]
   hostname: web-0
   conditions: {ready: true}
 ports: [{name: http, port: 8080, protocol: TCP}]
@@ -202,7 +201,8 @@ fn known_names_survive_an_apiserver_outage_under_load_and_changes_follow_the_res
         return;
     };
     let rig = private.rig();
-    rig.apply_yaml(OUTAGE_OBJECTS).expect("create the objects");
+    rig.apply_yaml(&outage_objects())
+        .expect("create the objects");
     let diff = servers(rig);
     let cand = diff.candidate.addr;
 
@@ -316,7 +316,7 @@ fn known_names_survive_an_apiserver_outage_under_load_and_changes_follow_the_res
 
     // Back up: changes made now appear in clusterdns, as in CoreDNS.
     rig.apiserver_start().expect("apiserver-start");
-    rig.apply_yaml(AFTER_OBJECTS).expect("apply the changes");
+    rig.apply_yaml(&after_objects()).expect("apply the changes");
     rig.kubectl(&["delete", "-n", "outage", "service/db", "endpointslice/db-1"])
         .expect("delete db");
     let changed = Instant::now();

@@ -12,11 +12,10 @@ use std::time::Duration;
 
 mod differ;
 
-use differ::{clusterdns, disagreements};
+use differ::{clusterdns, disagreements, upstream};
 
 use clusterdns_test_support::{
-    Differential, Query, RunningServer, ServerSpec, Transport, coredns_or_skip, run_corefile,
-    without_location,
+    Differential, Query, Transport, coredns_or_skip, error_line, run_corefile, without_location,
 };
 
 /// An upstream (the reference itself) with answers of every shape the
@@ -78,14 +77,6 @@ fn cluster_corefile(rules: &str) -> String {
 }}
 "
     )
-}
-
-/// The reference as an upstream on `corefile`, and its port.
-fn upstream(coredns: &Path, corefile: &str) -> (RunningServer, String) {
-    let up = RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
-        .expect("upstream");
-    let port = up.addr.port().to_string();
-    (up, port)
 }
 
 /// Both servers on `corefile` with `@UP@` = `up`.
@@ -444,15 +435,6 @@ fn edns0_local_options_reach_replies_without_opt_as_in_coredns() {
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 
-/// What a server printed about a Corefile it refused: its first line that
-/// is not Go's start-up noise.
-fn error_line(out: &str) -> String {
-    out.lines()
-        .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
-        .unwrap_or("")
-        .to_string()
-}
-
 #[test]
 fn bad_arguments_give_coredns_errors_with_the_place() {
     let coredns = coredns_or_skip!();
@@ -570,14 +552,6 @@ fn failures_behind_go_through_the_rcode_rules_as_in_coredns() {
     assert!(d.is_empty(), "{}", d.join("\n\n"));
 }
 
-fn metrics(s: &RunningServer) -> String {
-    let port = s.port("PORT_METRICS").expect("a metrics port");
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let r = clusterdns_test_support::http_request(addr, "GET", "/metrics", &[]);
-    assert_eq!(r.status, 200, "{}", s.name);
-    String::from_utf8_lossy(&r.body).into_owned()
-}
-
 #[test]
 fn dns_metrics_of_rewritten_queries_agree() {
     // CoreDNS's rewrite has no metrics of its own; the server's count the
@@ -598,9 +572,9 @@ fn dns_metrics_of_rewritten_queries_agree() {
         ];
         let _ = disagreements(&diff, &qs);
         let d = clusterdns_test_support::compare_metrics(
-            &metrics(&diff.reference),
+            &diff.reference.metrics(),
             diff.reference.addr.port(),
-            &metrics(&diff.candidate),
+            &diff.candidate.metrics(),
             diff.candidate.addr.port(),
             &["coredns_dns_", "coredns_plugin_enabled"],
         );

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, free_port, status};
+use common::{Server, frame, free_port, read_framed, status};
 
 const COREFILE: &str = "example.org:{PORT} {
     whoami
@@ -304,14 +304,6 @@ fn big_answers_truncate_over_udp_and_come_whole_over_tcp() {
     assert!(out.contains("ANSWER: 100;"), "{out}");
 }
 
-fn read_framed(c: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-    let mut len = [0u8; 2];
-    c.read_exact(&mut len)?;
-    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
-    c.read_exact(&mut buf)?;
-    Ok(buf)
-}
-
 #[test]
 fn tcp_pipelined_queries_are_all_answered() {
     let s = Server::start(&corefile());
@@ -346,9 +338,7 @@ fn tcp_idle_connections_are_closed() {
     let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let q = query(1, 0x0100, "example.org", 1, 1, None);
-    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&q);
-    c.write_all(&framed).unwrap();
+    c.write_all(&frame(&q)).unwrap();
     read_framed(&mut c).unwrap();
     let t = Instant::now();
     let mut b = [0u8; 1];
@@ -446,9 +436,7 @@ fn still_answers(port: u16) {
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let q = query(78, 0x0100, "example.org", 1, 1, None);
-    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&q);
-    c.write_all(&framed).unwrap();
+    c.write_all(&frame(&q)).unwrap();
     assert_eq!(summary(&read_framed(&mut c).unwrap()).rcode, 0);
 }
 

@@ -4,14 +4,13 @@
 //! reference binary is not built (`scripts/rig build`), unless
 //! `CLUSTERDNS_REQUIRE_RIG=1`.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod differ;
 
-use differ::{clusterdns, differential, disagreements};
+use differ::{assert_setup_errors_agree, differential, disagreements, upstream};
 
-use clusterdns_test_support::{Query, RunningServer, ServerSpec, coredns_or_skip, log_lines};
+use clusterdns_test_support::{Query, RunningServer, coredns_or_skip, log_lines};
 
 /// A hosts block with `n` addresses for `big.cluster.local` (a reply
 /// larger than 1232 bytes once past 75 or so) and one for `api`.
@@ -106,18 +105,10 @@ fn bufsize_lowers_the_size_sent_upstream() {
     assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
-/// Each Corefile is refused by both with the same text (or started by
-/// both); the cases that differ. CoreDNS's doubled `plugin/NAME: ` prefix
-/// is said once and clusterdns's `FILE:LINE` dropped where CoreDNS names
-/// no place (differences the plugins' READMEs list).
-fn setup_errors_differ(coredns: &Path, cases: &[&str]) -> Vec<String> {
-    clusterdns_test_support::setup_errors_differ(coredns, clusterdns(), cases)
-}
-
 #[test]
 fn bufsize_setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let d = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         &[
             ".:@P@ {\n    bufsize 511\n    whoami\n}\n",
@@ -128,7 +119,6 @@ fn bufsize_setup_errors_read_as_coredns() {
             ".:@P@ {\n    bufsize 512 {\n        foo\n    }\n    whoami\n}\n",
         ],
     );
-    assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
 /// An upstream (the reference) whose replies have authority and
@@ -155,14 +145,6 @@ const SECTIONS_UPSTREAM: &str = r#".:@PORT@ {
     }
 }
 "#;
-
-/// The reference as an upstream on `corefile`, and its port.
-fn upstream(coredns: &Path, corefile: &str) -> (RunningServer, String) {
-    let up = RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
-        .expect("upstream");
-    let port = up.addr.port().to_string();
-    (up, port)
-}
 
 #[test]
 fn minimal_trims_what_coredns_trims() {
@@ -195,7 +177,7 @@ fn minimal_trims_what_coredns_trims() {
 #[test]
 fn minimal_setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let d = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         &[
             ".:@P@ {\n    minimal foo\n    whoami\n}\n",
@@ -203,7 +185,6 @@ fn minimal_setup_errors_read_as_coredns() {
             ".:@P@ {\n    minimal {\n        foo\n    }\n    whoami\n}\n",
         ],
     );
-    assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
 #[test]
@@ -265,8 +246,7 @@ fn header_setup_errors_read_as_coredns() {
     cases.push(".:@P@ {\n    header\n    whoami\n}\n".into());
     cases.push(".:@P@ {\n    header foo\n    whoami\n}\n".into());
     let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
-    let d = setup_errors_differ(&coredns, &cases);
-    assert!(d.is_empty(), "{}", d.join("\n"));
+    assert_setup_errors_agree(&coredns, &cases);
 }
 
 #[test]
@@ -367,7 +347,7 @@ fn nsid_answers_who_asks_as_coredns() {
 #[test]
 fn nsid_setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let d = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         &[
             ".:@P@ {\n    nsid a\n    nsid b\n    whoami\n}\n",
@@ -375,7 +355,6 @@ fn nsid_setup_errors_read_as_coredns() {
             ".:@P@ {\n    nsid \"two words\" three\n    whoami\n}\n",
         ],
     );
-    assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
 #[test]
@@ -454,7 +433,7 @@ fn local_counts_localhost_names_as_coredns() {
 #[test]
 fn local_setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let d = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         &[
             ".:@P@ {\n    local foo\n}\n",
@@ -465,7 +444,6 @@ fn local_setup_errors_read_as_coredns() {
             ".:@P@ {\n    local\n    local\n}\n",
         ],
     );
-    assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
 #[test]
@@ -483,7 +461,7 @@ fn metadata_changes_no_answer_and_its_errors_read_as_coredns() {
     ];
     let d = disagreements(&diff, &qs);
     assert!(d.is_empty(), "{}", d.join("\n"));
-    let d = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         &[
             ".:@P@ {\n    metadata\n    whoami\n}\n",
@@ -492,7 +470,6 @@ fn metadata_changes_no_answer_and_its_errors_read_as_coredns() {
             ".:@P@ {\n    metadata\n    metadata\n    whoami\n}\n",
         ],
     );
-    assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
 #[test]
@@ -526,7 +503,7 @@ fn cancel_ends_forwards_attempts_as_coredns() {
 #[test]
 fn cancel_setup_errors_read_as_coredns() {
     let coredns = coredns_or_skip!();
-    let d = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         &[
             ".:@P@ {\n    cancel x\n    whoami\n}\n",
@@ -536,5 +513,4 @@ fn cancel_setup_errors_read_as_coredns() {
             ".:@P@ {\n    cancel 1s\n    cancel 2s\n    whoami\n}\n",
         ],
     );
-    assert!(d.is_empty(), "{}", d.join("\n"));
 }

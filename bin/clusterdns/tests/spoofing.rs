@@ -12,7 +12,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -146,14 +146,9 @@ fn upstream(seen: Arc<Seen>) -> SocketAddr {
 fn serve_tcp(mut c: TcpStream, s: &Seen) {
     let from = c.peer_addr().map_or(0, |a| a.port());
     loop {
-        let mut len = [0u8; 2];
-        if c.read_exact(&mut len).is_err() {
+        let Ok(q) = common::read_framed(&mut c) else {
             return;
-        }
-        let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
-        if c.read_exact(&mut q).is_err() {
-            return;
-        }
+        };
         let Some((qs, qtype)) = question(&q) else {
             return;
         };
@@ -170,9 +165,7 @@ fn serve_tcp(mut c: TcpStream, s: &Seen) {
         }
         out.push(reply(id, qs, qtype == 1, GENUINE));
         for m in out {
-            let mut framed = u16::try_from(m.len()).unwrap().to_be_bytes().to_vec();
-            framed.extend_from_slice(&m);
-            if c.write_all(&framed).is_err() {
+            if c.write_all(&common::frame(&m)).is_err() {
                 return;
             }
         }

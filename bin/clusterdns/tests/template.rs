@@ -7,7 +7,9 @@
 mod differ;
 
 use clusterdns_test_support::{Query, coredns_or_skip};
-use differ::{assert_metrics_agree, differential, disagreements, setup_errors_differ, upstream};
+use differ::{
+    assert_metrics_agree, assert_setup_errors_agree, differential, disagreements, upstream,
+};
 
 /// A loopback upstream (the reference) answering A and AAAA under
 /// `example.`, and NXDOMAIN with a SOA for `gone.example.`.
@@ -343,8 +345,7 @@ fn template_setup_errors_read_as_coredns() {
         cases.push(format!(".:@P@ {{\n    {line}\n    whoami\n}}\n"));
     }
     let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
-    let d = setup_errors_differ(&coredns, &cases);
-    assert!(d.is_empty(), "{}", d.join("\n"));
+    assert_setup_errors_agree(&coredns, &cases);
 }
 
 /// A kubeadm-style cluster Corefile with templates in their usual place:

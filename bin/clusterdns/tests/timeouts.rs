@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
-    Query, RunningServer, ServerSpec, block_setup_errors_differ, coredns_or_skip, log_lines,
+    Query, RunningServer, ServerSpec, assert_block_setup_errors_agree, coredns_or_skip, log_lines,
 };
 
 /// Both servers on `corefile`: the reference, then ours.
@@ -27,19 +27,12 @@ fn both(coredns: &Path, corefile: &str) -> [RunningServer; 2] {
 }
 
 fn framed(q: &Query) -> Vec<u8> {
-    let msg = q.to_wire().expect("query encodes");
-    let mut out = (msg.len() as u16).to_be_bytes().to_vec();
-    out.extend_from_slice(&msg);
-    out
+    common::frame(&q.to_wire().expect("query encodes"))
 }
 
 /// Reads one framed reply; `None` when the connection closed first.
 fn read_reply(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len).ok()?;
-    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
-    s.read_exact(&mut buf).ok()?;
-    Some(buf)
+    common::read_framed(s).ok()
 }
 
 /// Waits for the server to close `s`; how long that took from `since`
@@ -171,8 +164,7 @@ fn timeouts_setup_errors_read_as_coredns() {
         "debug {\n        foo\n    }",
         "debug\n    debug",
     ];
-    let d = block_setup_errors_differ(&coredns, common::binary(), &bodies);
-    assert!(d.is_empty(), "{}", d.join("\n"));
+    assert_block_setup_errors_agree(&coredns, common::binary(), &bodies);
 }
 
 /// The `[DEBUG]` lines of a server's output.

@@ -12,8 +12,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clusterdns_test_support::{
-    Differential, Outcome, Query, ServerSpec, TtlMode, block_setup_errors_differ, compare,
-    compare_metrics, coredns_or_skip, exchange_from, setup_errors_differ,
+    Differential, Outcome, Query, ServerSpec, TtlMode, assert_block_setup_errors_agree,
+    assert_setup_errors_agree, compare, compare_metrics, coredns_or_skip, exchange_from,
 };
 
 /// Blocks on one listener: views by client network, by client address or
@@ -88,12 +88,7 @@ fn first_answer(o: &Outcome) -> String {
 #[test]
 fn each_client_gets_the_block_its_view_picks() {
     let coredns = coredns_or_skip!();
-    let diff = Differential::between(
-        None,
-        ServerSpec::coredns_at(&coredns, COREFILE),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE),
-    )
-    .expect("start both");
+    let diff = common::differential(&coredns, COREFILE);
     let timeout = Duration::from_secs(2);
     let mut bad = Vec::new();
     let mut answers = BTreeSet::new();
@@ -203,18 +198,16 @@ fn bad_views_read_as_coredns() {
         "view v {\n        expr type() == 'A' ? true : false\n    }",
         "view v",
     ];
-    let d = block_setup_errors_differ(&coredns, common::binary(), &bodies);
-    assert!(d.is_empty(), "{}", d.join("\n"));
+    assert_block_setup_errors_agree(&coredns, common::binary(), &bodies);
     // Blocks with views share a zone and port with each other and with
     // one block without (both start).
-    let d = setup_errors_differ(
+    assert_setup_errors_agree(
         &coredns,
         common::binary(),
         &[
             ".:@P@ {\n    view v\n    whoami\n}\n.:@P@ {\n    view w\n    whoami\n}\n.:@P@ {\n    whoami\n}\n",
         ],
     );
-    assert!(d.is_empty(), "{}", d.join("\n"));
     // Two without a view are refused, as CoreDNS refuses them.
     let port = clusterdns_test_support::free_port().expect("port");
     let text = format!(
@@ -256,12 +249,7 @@ fn a_catch_all_declared_first_shadows_the_views() {
     }
 }
 ";
-    let diff = Differential::between(
-        None,
-        ServerSpec::coredns_at(&coredns, corefile),
-        ServerSpec::clusterdns_at(common::binary(), corefile),
-    )
-    .expect("start both");
+    let diff = common::differential(&coredns, corefile);
     for q in [
         Query::new("test.example", "A"),
         Query::new("test.example", "A").tcp(),

@@ -18,9 +18,7 @@ use common::{ask_from as ask, pod_addr as addr, rcode_name as rcode};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
 
-use clusterdns_test_support::{
-    Differential, Outcome, PrivateRig, Rig, RunningServer, ServerSpec, eventually,
-};
+use clusterdns_test_support::{Outcome, PrivateRig, Rig, RunningServer, eventually};
 
 /// The plain cluster Corefile; `@ZONE@` is replaced by the option's line.
 const COREFILE: &str = "
@@ -179,23 +177,11 @@ fn services(rig: &Rig, ns: &str) {
         rig.apply_yaml(&headless_yaml(ns, svc, slices))
             .expect("headless service");
     }
-    rig.apply_yaml(&format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
-"
-    ))
-    .expect("web");
+    rig.apply_yaml(&common::web_service_yaml(ns)).expect("web");
 }
 
 fn start(rig: &Rig, cache: &str, zone: &str) -> RunningServer {
-    let spec = ServerSpec::clusterdns_at(common::binary(), COREFILE)
-        .var("KUBECONFIG", &rig.kubeconfig().display().to_string())
-        .var("CACHE", cache)
-        .var("ZONE", zone);
-    RunningServer::start(&spec).expect("clusterdns starts")
+    common::start_on_rig(rig, COREFILE, &[("CACHE", cache), ("ZONE", zone)])
 }
 
 /// Every question the test asks of a namespace's names.
@@ -355,16 +341,7 @@ fn zone_aware_answers_headless_names_from_the_clients_zone() {
     // What is not a headless Service's name, and everything asked by a
     // client of unknown zone, is CoreDNS's answer exactly; so is every
     // answer with the option off, whoever asks.
-    let d = Differential::between(
-        Some(rig),
-        ServerSpec::coredns(rig, COREFILE)
-            .var("CACHE", "")
-            .var("ZONE", ""),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE)
-            .var("CACHE", "")
-            .var("ZONE", ""),
-    )
-    .expect("start both");
+    let d = common::rig_differential(rig, COREFILE, &[("CACHE", ""), ("ZONE", "")]);
     let on = start(rig, "", "zone_aware");
     eventually(60, "the three servers synced", || {
         let r = rcode(&ask(ca, d.reference.addr, &name("split"), "AAAA"));

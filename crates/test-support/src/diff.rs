@@ -674,6 +674,16 @@ impl RunningServer {
         String::from_utf8_lossy(&r.body).into_owned()
     }
 
+    /// Like [`RunningServer::scrape`] of `PORT_METRICS`, for tests: panics
+    /// unless the server has that port and it answers 200.
+    pub fn metrics(&self) -> String {
+        let port = self.port("PORT_METRICS").expect("a metrics port");
+        let addr = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+        let r = crate::http_request(addr, "GET", "/metrics", &[]);
+        assert_eq!(r.status, 200, "{}", self.name);
+        String::from_utf8_lossy(&r.body).into_owned()
+    }
+
     /// Sends `signal` (e.g. `"TERM"`, `"INT"`, `"USR1"`) to the program.
     pub fn signal(&self, signal: &str) -> io::Result<()> {
         let pid = self

@@ -45,10 +45,10 @@ pub use dns::{
 };
 pub use node::{NODE_NAME, REQUIRE_NODE_ENV, RealNode, node_required};
 pub use ops::{
-    HttpResponse, LogLine, RunOutput, SeriesKey, block_setup_errors_differ, compare_log_lines,
-    compare_metrics, http_exchange, http_get, http_request, log_lines, metric_samples,
-    process_lines, reference_coredns, refusal_line, run, run_corefile, setup_errors_differ,
-    without_location,
+    HttpResponse, LogLine, RunOutput, SeriesKey, assert_block_setup_errors_agree,
+    assert_setup_errors_agree, block_setup_errors_differ, compare_log_lines, compare_metrics,
+    error_line, http_exchange, http_get, http_request, log_lines, metric_samples, process_lines,
+    reference_coredns, refusal_line, run, run_corefile, setup_errors_differ, without_location,
 };
 pub use private_rig::{ApiRequest, PrivateRig};
 pub use process::{ScratchDir, ServerProcess, free_port};

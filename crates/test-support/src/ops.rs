@@ -501,21 +501,26 @@ pub fn run_corefile(program: &Path, corefile: &str, wait: Duration) -> io::Resul
 }
 
 /// What a server printed about a Corefile it refused: its first line that
-/// is not Go's start-up noise, with CoreDNS's doubled `plugin/NAME: `
-/// prefix (its setups wrap their parse errors twice) said once, a
-/// difference the plugins' READMEs list.
-pub fn refusal_line(out: &str) -> String {
-    let line = out
-        .lines()
+/// is not Go's start-up noise (`maxprocs:`) or blank.
+pub fn error_line(out: &str) -> String {
+    out.lines()
         .find(|l| !l.starts_with("maxprocs:") && !l.trim().is_empty())
-        .unwrap_or("");
+        .unwrap_or("")
+        .to_string()
+}
+
+/// [`error_line`] with CoreDNS's doubled `plugin/NAME: ` prefix (its
+/// setups wrap their parse errors twice) said once, a difference the
+/// plugins' READMEs list.
+pub fn refusal_line(out: &str) -> String {
+    let line = error_line(out);
     match line.split_once(": ") {
         Some((head, rest))
             if head.starts_with("plugin/") && rest.starts_with(&format!("{head}: ")) =>
         {
             rest.to_string()
         }
-        _ => line.to_string(),
+        _ => line,
     }
 }
 
@@ -547,6 +552,22 @@ pub fn setup_errors_differ(reference: &Path, candidate: &Path, cases: &[&str]) -
         }
     }
     failed
+}
+
+/// Asserts that [`setup_errors_differ`] finds no case of `cases` that
+/// differs (the failure lists those that do).
+#[track_caller]
+pub fn assert_setup_errors_agree(reference: &Path, candidate: &Path, cases: &[&str]) {
+    let d = setup_errors_differ(reference, candidate, cases);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+}
+
+/// Asserts that [`block_setup_errors_differ`] finds no body of `bodies`
+/// that differs (the failure lists those that do).
+#[track_caller]
+pub fn assert_block_setup_errors_agree(reference: &Path, candidate: &Path, bodies: &[&str]) {
+    let d = block_setup_errors_differ(reference, candidate, bodies);
+    assert!(d.is_empty(), "{}", d.join("\n"));
 }
 
 /// [`setup_errors_differ`] on each of `bodies` (directives, lines after

@@ -3,6 +3,7 @@
 //! with the real `dig`/`kdig`, stop it on drop.
 #![allow(dead_code)]
 
+pub mod autopath;
 pub mod netns;
 pub mod torture;
 
@@ -11,6 +12,8 @@ use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use clusterdns_test_support::{Differential, Rig, RunningServer, ServerSpec};
 
 /// The binary under test: `$CLUSTERDNS_BIN`, else the one Cargo built for
 /// this test run.
@@ -35,6 +38,73 @@ pub fn differential(
         clusterdns_test_support::ServerSpec::clusterdns_at(binary(), corefile),
     )
     .expect("start both")
+}
+
+/// CoreDNS from the rig and this binary on the rig's `corefile`, with the
+/// same template variables `vars` (`(KEY, value)` for `@KEY@`) on both.
+pub fn rig_differential(rig: &Rig, corefile: &str, vars: &[(&str, &str)]) -> Differential {
+    rig_differential_each(rig, corefile, vars, vars)
+}
+
+/// Like [`rig_differential`], with each server's own variables.
+pub fn rig_differential_each(
+    rig: &Rig,
+    corefile: &str,
+    reference_vars: &[(&str, &str)],
+    candidate_vars: &[(&str, &str)],
+) -> Differential {
+    let reference = with_vars(ServerSpec::coredns(rig, corefile), reference_vars);
+    let candidate = with_vars(
+        ServerSpec::clusterdns_at(binary(), corefile),
+        candidate_vars,
+    );
+    Differential::between(Some(rig), reference, candidate).expect("start both")
+}
+
+/// This binary alone on the rig's `corefile` (`@KUBECONFIG@` the rig's),
+/// with the template variables `vars`.
+pub fn start_on_rig(rig: &Rig, corefile: &str, vars: &[(&str, &str)]) -> RunningServer {
+    let spec = ServerSpec::clusterdns_at(binary(), corefile)
+        .var("KUBECONFIG", &rig.kubeconfig().display().to_string());
+    RunningServer::start(&with_vars(spec, vars)).expect("clusterdns starts")
+}
+
+/// `spec` with each `(KEY, value)` of `vars` substituted for `@KEY@`.
+fn with_vars(spec: ServerSpec, vars: &[(&str, &str)]) -> ServerSpec {
+    vars.iter().fold(spec, |s, (k, v)| s.var(k, v))
+}
+
+/// The reference CoreDNS at `coredns` serving `corefile`, named `upstream`
+/// (the server the ones under test forward to).
+pub fn start_upstream(coredns: &std::path::Path, corefile: &str) -> RunningServer {
+    RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
+        .expect("upstream")
+}
+
+/// A ClusterIP Service `web` in `ns` with the one port `http` (80/TCP), as
+/// YAML: the plain Service most Kubernetes tests ask for.
+pub fn web_service_yaml(ns: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+"
+    )
+}
+
+/// An ExternalName Service `name` in `ns` for `target`, as YAML.
+pub fn external_name_yaml(ns: &str, name: &str, target: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  type: ExternalName
+  externalName: {target}
+"
+    )
 }
 
 /// A port free for both UDP and TCP on 127.0.0.1 right now, below the
@@ -64,6 +134,22 @@ pub fn config_error(corefile: &str) -> String {
     )
 }
 
+/// Runs `cmd` with stdin closed, asserts that it succeeded (else fails
+/// with its status and stderr) and returns its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A kubeconfig in `dir` naming an API server port where nothing
 /// listens: the autoscaler binds its health listener before its first
 /// list of nodes, so its listener can be tested without a cluster.
@@ -90,6 +176,25 @@ pub fn query(name: &str, id: u16) -> Vec<u8> {
     }
     q.extend_from_slice(&[0, 0, 1, 0, 1]);
     q
+}
+
+/// `msg` framed for DNS over TCP: its length (two bytes), then itself.
+pub fn frame(msg: &[u8]) -> Vec<u8> {
+    let mut out = u16::try_from(msg.len())
+        .expect("a message fits a TCP frame")
+        .to_be_bytes()
+        .to_vec();
+    out.extend_from_slice(msg);
+    out
+}
+
+/// Reads one message framed for DNS over TCP (see [`frame`]).
+pub fn read_framed(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 2];
+    r.read_exact(&mut len)?;
+    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    r.read_exact(&mut buf)?;
+    Ok(buf)
 }
 
 /// A running clusterdns.
@@ -297,9 +402,20 @@ pub fn ask_from(
     name: &str,
     qtype: &str,
 ) -> clusterdns_test_support::Outcome {
-    let msg = clusterdns_test_support::Query::new(name, qtype)
-        .to_wire()
-        .expect("query builds");
+    ask_query_from(
+        src,
+        server,
+        &clusterdns_test_support::Query::new(name, qtype),
+    )
+}
+
+/// Like [`ask_from`], for a query built by the caller.
+pub fn ask_query_from(
+    src: std::net::Ipv4Addr,
+    server: std::net::SocketAddr,
+    q: &clusterdns_test_support::Query,
+) -> clusterdns_test_support::Outcome {
+    let msg = q.to_wire().expect("query builds");
     clusterdns_test_support::exchange_from(server, src.into(), &msg, Duration::from_secs(3))
 }
 

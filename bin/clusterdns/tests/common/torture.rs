@@ -277,10 +277,7 @@ pub use super::query;
 
 /// `query`, framed for TCP (two-byte length first).
 pub fn framed(name: &str, id: u16) -> Vec<u8> {
-    let q = query(name, id);
-    let mut f = (q.len() as u16).to_be_bytes().to_vec();
-    f.extend_from_slice(&q);
-    f
+    super::frame(&query(name, id))
 }
 
 /// What a [`paced`] run sent and got back.

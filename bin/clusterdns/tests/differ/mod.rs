@@ -73,9 +73,10 @@ pub fn assert_metrics_agree(diff: &Differential, families: &[&str], what: &str) 
     }
 }
 
-/// Each Corefile (`@P@` a free port) is refused by the reference CoreDNS
-/// and by clusterdns with the same text, or started by both; the cases
-/// that differ ([`clusterdns_test_support::setup_errors_differ`]).
-pub fn setup_errors_differ(coredns: &Path, cases: &[&str]) -> Vec<String> {
-    clusterdns_test_support::setup_errors_differ(coredns, clusterdns(), cases)
+/// Asserts that each Corefile (`@P@` a free port) is refused by the
+/// reference CoreDNS and by clusterdns with the same text, or started by
+/// both ([`clusterdns_test_support::setup_errors_differ`]).
+#[track_caller]
+pub fn assert_setup_errors_agree(coredns: &Path, cases: &[&str]) {
+    clusterdns_test_support::assert_setup_errors_agree(coredns, clusterdns(), cases);
 }

@@ -3,7 +3,7 @@
 //! NXDOMAIN, truncate or close TCP connections, as told at run time.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -152,14 +152,9 @@ fn serve_tcp(st: &Arc<State>, mut c: TcpStream) {
     let Ok(w) = c.try_clone() else { return };
     let w = Arc::new(std::sync::Mutex::new(w));
     loop {
-        let mut len = [0u8; 2];
-        if c.read_exact(&mut len).is_err() {
+        let Ok(q) = crate::common::read_framed(&mut c) else {
             return;
-        }
-        let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
-        if c.read_exact(&mut q).is_err() {
-            return;
-        }
+        };
         st.tcp.fetch_add(1, Ordering::SeqCst);
         if st.mode.load(Ordering::SeqCst) == Mode::Reset as u8 {
             reset(c);
@@ -167,14 +162,12 @@ fn serve_tcp(st: &Arc<State>, mut c: TcpStream) {
         }
         let (st2, w) = (st.clone(), w.clone());
         std::thread::spawn(move || {
-            if let Some(r) = reply(&st2, &q, true) {
-                let mut out = (r.len() as u16).to_be_bytes().to_vec();
-                out.extend_from_slice(&r);
-                if let Ok(mut w) = w.lock() {
-                    let _ = w.write_all(&out);
-                    if st2.one_shot_tcp.load(Ordering::SeqCst) {
-                        let _ = w.shutdown(std::net::Shutdown::Both);
-                    }
+            if let Some(r) = reply(&st2, &q, true)
+                && let Ok(mut w) = w.lock()
+            {
+                let _ = w.write_all(&crate::common::frame(&r));
+                if st2.one_shot_tcp.load(Ordering::SeqCst) {
+                    let _ = w.shutdown(std::net::Shutdown::Both);
                 }
             }
         });
