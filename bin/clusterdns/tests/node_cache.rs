@@ -756,11 +756,8 @@ fn a_stop_forgets_the_conntrack_entries_of_its_replies() {
             return;
         };
         lab.start_cluster_dns();
-        let (cluster, fam) = if net.host_bits == 32 {
-            (net.cluster, "ipv4")
-        } else {
-            (net.cluster, "ipv6")
-        };
+        let cluster = net.cluster;
+        let fam = if net.host_bits == 32 { "ipv4" } else { "ipv6" };
         let mut agent = lab.start_agent(&template_for(net), &["-interception", "iptables"]);
         let start = Instant::now();
         while lab.nodelocal_rules().len() < 24 {

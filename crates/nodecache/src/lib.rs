@@ -449,13 +449,13 @@ impl Agent {
         // `conntrack`). Another server still answers through them.
         if alone && !matches!(self.mode, Mode::None) {
             let (ips, port) = (self.ips.clone(), self.dns_port);
-            match tokio::task::spawn_blocking(move || conntrack::forget_replies(&ips, port)).await {
-                Ok(Ok(0)) => {}
-                Ok(Ok(n)) => info!("", "deleted {n} conntrack entries of our replies"),
-                Ok(Err(e)) => warning!(
-                    "",
-                    "cannot delete the conntrack entries of our replies: {e}"
-                ),
+            let done = tokio::task::spawn_blocking(move || conntrack::forget_replies(&ips, port))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            match done {
+                Ok(0) => {}
+                Ok(n) => info!("", "deleted {n} conntrack entries of our replies"),
                 Err(e) => warning!(
                     "",
                     "cannot delete the conntrack entries of our replies: {e}"

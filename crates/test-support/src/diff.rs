@@ -666,22 +666,23 @@ impl RunningServer {
     /// The text of `GET /metrics` on 127.0.0.1 at the port of `@name@`
     /// (a `prometheus 127.0.0.1:@PORT_METRICS@` line); empty if none.
     pub fn scrape(&self, name: &str) -> String {
-        let Some(port) = self.port(name) else {
-            return String::new();
-        };
-        let addr = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
-        let r = crate::http_request(addr, "GET", "/metrics", &[]);
-        String::from_utf8_lossy(&r.body).into_owned()
+        self.get_metrics(name)
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .unwrap_or_default()
     }
 
     /// Like [`RunningServer::scrape`] of `PORT_METRICS`, for tests: panics
     /// unless the server has that port and it answers 200.
     pub fn metrics(&self) -> String {
-        let port = self.port("PORT_METRICS").expect("a metrics port");
-        let addr = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
-        let r = crate::http_request(addr, "GET", "/metrics", &[]);
+        let r = self.get_metrics("PORT_METRICS").expect("a metrics port");
         assert_eq!(r.status, 200, "{}", self.name);
         String::from_utf8_lossy(&r.body).into_owned()
+    }
+
+    /// `GET /metrics` on 127.0.0.1 at the port of `@name@`, if it has one.
+    fn get_metrics(&self, name: &str) -> Option<crate::HttpResponse> {
+        let addr = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, self.port(name)?));
+        Some(crate::http_request(addr, "GET", "/metrics", &[]))
     }
 
     /// Sends `signal` (e.g. `"TERM"`, `"INT"`, `"USR1"`) to the program.
