@@ -619,6 +619,14 @@ impl RunningServer {
     fn wait_ready(&mut self, timeout: Duration) -> io::Result<()> {
         let start = Instant::now();
         self.process.wait_listening(self.addr, timeout)?;
+        // CoreDNS binds its TCP listener before its UDP one: a UDP query
+        // right after the TCP connect can meet no socket (refused). Wait
+        // for the UDP socket too, a while at most: a server with no UDP
+        // listener on the port (TLS alone) starts as before.
+        let until = Instant::now() + Duration::from_secs(2);
+        while !udp_bound(self.addr.port()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if let Some(&ready) = self.ports.get("PORT_READY") {
             let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, ready));
             loop {
@@ -859,9 +867,32 @@ impl Differential {
     }
 }
 
+/// Whether a UDP socket of this network namespace is bound to `port` (any
+/// address), from the kernel's socket tables: nothing is sent, so no
+/// server counts a probe.
+fn udp_bound(port: u16) -> bool {
+    let suffix = format!(":{port:04X}");
+    ["/proc/net/udp", "/proc/net/udp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|a| a.ends_with(&suffix))
+            })
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bound_udp_socket_is_seen_in_the_kernels_table() {
+        let sock = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let port = sock.local_addr().expect("addr").port();
+        assert!(udp_bound(port));
+    }
 
     #[test]
     fn extra_ports_are_found() {
