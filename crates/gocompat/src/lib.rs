@@ -11,11 +11,18 @@
 //! - `cidr`: `net.ParseCIDR`.
 //! - `hex`: `encoding/hex`'s `DecodeString`.
 //!
+//! Each is tested against Go itself: `tests/go_outputs.tsv` holds what
+//! Go returned for every input there, written by the rig's Go program
+//! `gocompat-oracle` (`scripts/rig.d/gocompat`), which the test runs again to
+//! check the table; `isprint.rs` (which runes `Quote` leaves as they are)
+//! is that program's output too.
+//!
 //! It sits below everything else of ours and knows no DNS, so the Corefile
 //! crate, the plugins and the agents that are not plugins share one copy.
 
 pub mod cidr;
 pub mod flag;
 pub mod hex;
+mod isprint;
 pub mod strconv;
 pub mod time;

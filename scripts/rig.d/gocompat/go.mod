@@ -1,0 +1,3 @@
+module clusterdns.local/gocompat
+
+go 1.26

@@ -1,0 +1,153 @@
+// gocompat-oracle answers with Go's own results for the functions
+// crates/gocompat reproduces, so that crate's test table holds Go's outputs
+// and error texts rather than remembered ones.
+//
+// Each input line is `FUNC<TAB>ARGS` (ARGS a JSON object); each output line
+// repeats it and adds `<TAB>RESULT`, a JSON object: `{"v": ...}` on success,
+// `{"err": "..."}` with the error's text on failure. Lines that are empty or
+// start with `#` are copied as they are. With `-isprint` it writes the
+// table of crates/gocompat/src/isprint.rs instead.
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+type args struct {
+	S    string `json:"s"`
+	Base int    `json:"base"`
+	Bits int    `json:"bits"`
+	Ns   int64  `json:"ns"`
+}
+
+type cidr struct {
+	IP      string `json:"ip"`
+	Network string `json:"network"`
+	Prefix  int    `json:"prefix"`
+}
+
+func answer(fn string, a args) (any, error) {
+	switch fn {
+	case "ParseBool":
+		return strconv.ParseBool(a.S)
+	case "ParseInt":
+		return strconv.ParseInt(a.S, a.Base, a.Bits)
+	case "ParseUint":
+		return strconv.ParseUint(a.S, a.Base, a.Bits)
+	case "Quote":
+		return strconv.Quote(a.S), nil
+	case "ParseDuration":
+		d, err := time.ParseDuration(a.S)
+		return int64(d), err
+	case "DurationString":
+		return time.Duration(a.Ns).String(), nil
+	case "ParseCIDR":
+		ip, n, err := net.ParseCIDR(a.S)
+		if err != nil {
+			return nil, err
+		}
+		ones, _ := n.Mask.Size()
+		return cidr{IP: ip.String(), Network: n.IP.String(), Prefix: ones}, nil
+	case "HexDecodeString":
+		b, err := hex.DecodeString(a.S)
+		// As hex again: the bytes need not be text.
+		return hex.EncodeToString(b), err
+	}
+	return nil, fmt.Errorf("gocompat-oracle: unknown function %q", fn)
+}
+
+// isPrintTable writes crates/gocompat/src/isprint.rs: the runes Go's
+// strconv.IsPrint accepts, as ranges, so Quote escapes what Go escapes
+// (unassigned code points included) without remembering Unicode's tables.
+func isPrintTable(w *bufio.Writer) {
+	fmt.Fprintf(w, "//! Written by `gocompat-oracle -isprint` (scripts/rig.d/gocompat) from Go's\n")
+	fmt.Fprintf(w, "//! `strconv.IsPrint`: do not edit; `tests/go_outputs.rs` checks it.\n\n")
+	fmt.Fprintf(w, "/// The inclusive ranges of the runes `strconv.IsPrint` accepts, in order.\n")
+	fmt.Fprintf(w, "#[rustfmt::skip]\npub(crate) const PRINTABLE: &[(u32, u32)] = &[\n")
+	var lo rune = -1
+	n := 0
+	flush := func(hi rune) {
+		if n%4 == 0 {
+			fmt.Fprintf(w, "   ")
+		}
+		fmt.Fprintf(w, " (0x%05x, 0x%05x),", lo, hi)
+		n++
+		if n%4 == 0 {
+			fmt.Fprintln(w)
+		}
+	}
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		p := strconv.IsPrint(r)
+		if p && lo < 0 {
+			lo = r
+		} else if !p && lo >= 0 {
+			flush(r - 1)
+			lo = -1
+		}
+	}
+	if lo >= 0 {
+		flush(unicode.MaxRune)
+	}
+	if n%4 != 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "];\n")
+}
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "-isprint" {
+		w := bufio.NewWriter(os.Stdout)
+		isPrintTable(w)
+		w.Flush()
+		return
+	}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	for n := 1; in.Scan(); n++ {
+		line := in.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			fmt.Fprintln(out, line)
+			continue
+		}
+		fields := strings.SplitN(line, "\t", 3)
+		if len(fields) < 2 {
+			fmt.Fprintf(os.Stderr, "gocompat-oracle: line %d: want FUNC<TAB>ARGS\n", n)
+			os.Exit(2)
+		}
+		var a args
+		if err := json.Unmarshal([]byte(fields[1]), &a); err != nil {
+			fmt.Fprintf(os.Stderr, "gocompat-oracle: line %d: %v\n", n, err)
+			os.Exit(2)
+		}
+		v, err := answer(fields[0], a)
+		result := map[string]any{"v": v}
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "gocompat-oracle:") {
+				fmt.Fprintf(os.Stderr, "line %d: %v\n", n, err)
+				os.Exit(2)
+			}
+			result = map[string]any{"err": err.Error()}
+		}
+		enc, err := json.Marshal(result)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gocompat-oracle: line %d: %v\n", n, err)
+			os.Exit(2)
+		}
+		fmt.Fprintf(out, "%s\t%s\t%s\n", fields[0], fields[1], enc)
+	}
+	if err := in.Err(); err != nil {
+		fmt.Fprintf(os.Stderr, "gocompat-oracle: %v\n", err)
+		os.Exit(2)
+	}
+}
