@@ -1,6 +1,7 @@
 //! Every function of this crate against Go's own results.
 //!
-//! `go_outputs.tsv` holds, per line, a Go function, its arguments and what
+//! `go_outputs.tsv` holds, per line, a Go function (or `Flags`: a command
+//! line parsed by Go's `flag` or spf13/pflag), its arguments and what
 //! Go returned: written by `gocompat-oracle` (`scripts/rig.d/gocompat`, a Go
 //! program the rig builds with the rig's Go), never by hand, so the texts
 //! compared are Go's and not remembered ones. The first test compares this
@@ -11,6 +12,7 @@
 
 use std::path::PathBuf;
 
+use clusterdns_gocompat::flag::{self, Flag, Kind, Normalize};
 use clusterdns_gocompat::{cidr, hex, strconv, time};
 use serde_json::Value;
 
@@ -101,8 +103,97 @@ fn ours(func: &str, args: &Value) -> Value {
                 })
                 .map_err(|e| e.to_string()),
         ),
+        "Flags" => flags(args),
         other => panic!("go_outputs.tsv: no function {other} here"),
     }
+}
+
+/// A text for the life of the test (a `Flag` holds `&'static str`s).
+fn leak(v: &Value) -> &'static str {
+    Box::leak(v.as_str().unwrap_or("").to_owned().into_boxed_str())
+}
+
+/// A command line parsed by Go's `flag` or pflag, in the oracle's terms:
+/// every flag's value as Go's `Value.String` prints it, the flags given
+/// (sorted, as `Visit` walks them), the other arguments and the usage.
+fn flags(args: &Value) -> Value {
+    let specs = args["flags"].as_array().cloned().unwrap_or_default();
+    let table: Vec<Flag> = specs
+        .iter()
+        .map(|f| {
+            let kind = match f["kind"].as_str().unwrap_or("") {
+                "bool" => Kind::Bool,
+                "int" => Kind::Int,
+                "string" => Kind::Str,
+                "duration" => Kind::Duration,
+                _ => Kind::Other(leak(&f["kind"])),
+            };
+            let flag = Flag::new(
+                leak(&f["name"]),
+                kind,
+                leak(&f["default"]),
+                leak(&f["help"]),
+            );
+            match f["short"].as_str().and_then(|s| s.chars().next()) {
+                Some(c) => flag.short(c),
+                None => flag,
+            }
+        })
+        .collect();
+    let table: &'static [Flag] = Box::leak(table.into_boxed_slice());
+    let argv: Vec<String> = args["args"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| s.as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let pflag = args["dialect"] == "pflag";
+    let (parsed, usage) = if pflag {
+        let normalize = if args["wordsep"] == true {
+            Normalize::WordSep
+        } else {
+            Normalize::None
+        };
+        (
+            flag::parse_pflag(table, &argv, normalize),
+            flag::pflag_defaults(table),
+        )
+    } else {
+        (flag::parse(table, &argv), flag::defaults(table))
+    };
+    let p = match parsed {
+        Err(flag::Error::Help) => {
+            return serde_json::json!({ "v": { "help": true, "usage": usage } });
+        }
+        Err(e) => return serde_json::json!({ "err": e.to_string() }),
+        Ok(p) => p,
+    };
+    let mut values = serde_json::Map::new();
+    let mut set = Vec::new();
+    for f in table {
+        let v = match f.kind {
+            Kind::Bool => p.bool(f.name).to_string(),
+            Kind::Int => p.int(f.name).to_string(),
+            Kind::Duration => time::parse_go_signed(p.get(f.name))
+                .map_or_else(|e| e.to_string(), |d| d.to_string()),
+            Kind::Str | Kind::Other(_) => p.get(f.name).to_owned(),
+        };
+        values.insert(f.name.to_owned(), v.into());
+        if p.is_set(f.name) {
+            set.push(f.name);
+        }
+    }
+    set.sort_unstable();
+    let mut v = serde_json::json!({ "values": values, "usage": usage });
+    if !set.is_empty() {
+        v["set"] = serde_json::json!(set);
+    }
+    if !p.rest().is_empty() {
+        v["rest"] = serde_json::json!(p.rest());
+    }
+    serde_json::json!({ "v": v })
 }
 
 #[test]

@@ -13,13 +13,17 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/spf13/pflag"
 )
 
 type args struct {
@@ -27,6 +31,116 @@ type args struct {
 	Base int    `json:"base"`
 	Bits int    `json:"bits"`
 	Ns   int64  `json:"ns"`
+}
+
+// flagArgs is a command line and the flags it is parsed against, for
+// Go's flag package (dialect "flag") or spf13/pflag ("pflag", with
+// Kubernetes' `_`-to-`-` normalisation when wordsep is set).
+type flagArgs struct {
+	Dialect string     `json:"dialect"`
+	WordSep bool       `json:"wordsep"`
+	Flags   []flagSpec `json:"flags"`
+	Args    []string   `json:"args"`
+}
+
+type flagSpec struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"` // bool, int, string, duration, or a type name of the job's own
+	Default string `json:"default"`
+	Help    string `json:"help"`
+	Short   string `json:"short"`
+}
+
+// other is a value of a job's own type, named by pflag's Type().
+type other struct{ v, name string }
+
+func (o *other) String() string     { return o.v }
+func (o *other) Set(s string) error { o.v = s; return nil }
+func (o *other) Type() string       { return o.name }
+
+// flagResult is what a parse left: every flag's value as its Value prints
+// it, the flags given, the other arguments; or the error's text.
+type flagResult struct {
+	Values map[string]string `json:"values,omitempty"`
+	Set    []string          `json:"set,omitempty"`
+	Rest   []string          `json:"rest,omitempty"`
+	Help   bool              `json:"help,omitempty"`
+	Usage  string            `json:"usage"`
+}
+
+func goFlags(a flagArgs) (*flagResult, error) {
+	fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, f := range a.Flags {
+		switch f.Kind {
+		case "bool":
+			fs.Bool(f.Name, f.Default == "true", f.Help)
+		case "int":
+			n, _ := strconv.ParseInt(f.Default, 0, 64)
+			fs.Int(f.Name, int(n), f.Help)
+		case "string":
+			fs.String(f.Name, f.Default, f.Help)
+		case "duration":
+			d, _ := time.ParseDuration(f.Default)
+			fs.Duration(f.Name, d, f.Help)
+		default:
+			return nil, fmt.Errorf("gocompat-oracle: no kind %q in Go's flag here", f.Kind)
+		}
+	}
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	r := &flagResult{Usage: usage.String(), Values: map[string]string{}}
+	err := fs.Parse(a.Args)
+	if err == flag.ErrHelp {
+		return &flagResult{Help: true, Usage: r.Usage}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fs.VisitAll(func(f *flag.Flag) { r.Values[f.Name] = f.Value.String() })
+	fs.Visit(func(f *flag.Flag) { r.Set = append(r.Set, f.Name) })
+	r.Rest = fs.Args()
+	return r, nil
+}
+
+func pFlags(a flagArgs) (*flagResult, error) {
+	fs := pflag.NewFlagSet("prog", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if a.WordSep {
+		fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+			return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
+		})
+	}
+	for _, f := range a.Flags {
+		switch f.Kind {
+		case "bool":
+			fs.BoolP(f.Name, f.Short, f.Default == "true", f.Help)
+		case "int":
+			n, _ := strconv.ParseInt(f.Default, 0, 64)
+			fs.IntP(f.Name, f.Short, int(n), f.Help)
+		case "string":
+			fs.StringP(f.Name, f.Short, f.Default, f.Help)
+		case "duration":
+			d, _ := time.ParseDuration(f.Default)
+			fs.DurationP(f.Name, f.Short, d, f.Help)
+		default:
+			fs.VarP(&other{v: f.Default, name: f.Kind}, f.Name, f.Short, f.Help)
+		}
+	}
+	r := &flagResult{Usage: fs.FlagUsages(), Values: map[string]string{}}
+	err := fs.Parse(a.Args)
+	if err == pflag.ErrHelp {
+		return &flagResult{Help: true, Usage: r.Usage}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fs.VisitAll(func(f *pflag.Flag) { r.Values[f.Name] = f.Value.String() })
+	fs.Visit(func(f *pflag.Flag) { r.Set = append(r.Set, f.Name) })
+	r.Rest = fs.Args()
+	return r, nil
 }
 
 type cidr struct {
@@ -125,12 +239,27 @@ func main() {
 			fmt.Fprintf(os.Stderr, "gocompat-oracle: line %d: want FUNC<TAB>ARGS\n", n)
 			os.Exit(2)
 		}
-		var a args
-		if err := json.Unmarshal([]byte(fields[1]), &a); err != nil {
-			fmt.Fprintf(os.Stderr, "gocompat-oracle: line %d: %v\n", n, err)
-			os.Exit(2)
+		var v any
+		var err error
+		if fields[0] == "Flags" {
+			var a flagArgs
+			if e := json.Unmarshal([]byte(fields[1]), &a); e != nil {
+				fmt.Fprintf(os.Stderr, "gocompat-oracle: line %d: %v\n", n, e)
+				os.Exit(2)
+			}
+			if a.Dialect == "pflag" {
+				v, err = pFlags(a)
+			} else {
+				v, err = goFlags(a)
+			}
+		} else {
+			var a args
+			if e := json.Unmarshal([]byte(fields[1]), &a); e != nil {
+				fmt.Fprintf(os.Stderr, "gocompat-oracle: line %d: %v\n", n, e)
+				os.Exit(2)
+			}
+			v, err = answer(fields[0], a)
 		}
-		v, err := answer(fields[0], a)
 		result := map[string]any{"v": v}
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "gocompat-oracle:") {
