@@ -90,7 +90,13 @@ impl Measured {
     fn judge(&self, name: &str, own: &[(&str, String)], rss_bound_mib: u64, tcp: Option<f64>) {
         let mut all: Vec<(&str, String)> = own.to_vec();
         all.extend(self.figures());
-        all.push(("rss_bound_mib", rss_bound_mib.to_string()));
+        // Each target beside its figure (`KEY.min`/`KEY.max`), from the
+        // values asserted below: `scripts/torture --report` plots them.
+        all.push(("udp_ratio.min", MIN_RATIO.to_string()));
+        all.push(("peak_rss_mib.max", rss_bound_mib.to_string()));
+        if let Some(min) = tcp {
+            all.push(("tcp_new_ok.min", min.to_string()));
+        }
         report(name, &all);
         assert!(
             self.base.rate() >= 0.99,

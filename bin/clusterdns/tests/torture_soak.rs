@@ -157,6 +157,7 @@ fn soak_mixed_load_with_changes_every_second() {
                 rss.iter().max().copied().unwrap_or(0).to_string(),
             ),
             ("rss_spread_pct", format!("{:.1}", spread * 100.0)),
+            ("rss_spread_pct.max", "10".to_string()),
             ("lat_first_ms", format!("{first_lat:.3}")),
             ("lat_last_ms", format!("{last_lat:.3}")),
         ],
