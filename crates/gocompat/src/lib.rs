@@ -10,6 +10,8 @@
 //! - `time`: `time.ParseDuration` and `Duration.String`.
 //! - `cidr`: `net.ParseCIDR`.
 //! - `hex`: `encoding/hex`'s `DecodeString`.
+//! - `regexp` (feature `regexp`): `regexp.Compile`'s error texts for a
+//!   pattern the `regex` crate refused.
 //!
 //! Each is tested against Go itself: `tests/go_outputs.tsv` holds what
 //! Go returned for every input there, written by the rig's Go program
@@ -24,5 +26,7 @@ pub mod cidr;
 pub mod flag;
 pub mod hex;
 mod isprint;
+#[cfg(feature = "regexp")]
+pub mod regexp;
 pub mod strconv;
 pub mod time;

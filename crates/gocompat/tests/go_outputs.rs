@@ -104,6 +104,12 @@ fn ours(func: &str, args: &Value) -> Value {
                 .map_err(|e| e.to_string()),
         ),
         "Flags" => flags(args),
+        "RegexpCompile" => result(regex::Regex::new(s).map(|_| "ok".into()).map_err(|e| {
+            format!(
+                "error parsing regexp: {}",
+                clusterdns_gocompat::regexp::describe(s, &e)
+            )
+        })),
         other => panic!("go_outputs.tsv: no function {other} here"),
     }
 }
@@ -196,6 +202,37 @@ fn flags(args: &Value) -> Value {
     serde_json::json!({ "v": v })
 }
 
+/// Patterns where the `regex` crate (RE2's syntax, as Go's, but not Go's
+/// parser) decides or words otherwise than Go's `regexp.Compile`, as the
+/// README's "Differences from CoreDNS" says. Each must still differ: a row
+/// that starts to agree is taken off this list.
+const REGEXP_DIFFERS: &[&str] = &[
+    // Go refuses, the crate accepts: nested repetition, counts over 1000,
+    // an unknown POSIX class.
+    "a**",
+    "a{2}{3}",
+    "a++",
+    "a{1001}",
+    "a{1,1001}",
+    "[[:nope:]]",
+    // Go accepts, the crate refuses: a `{` that starts no count is a
+    // literal in Go; `\Q…\E` quoting.
+    "x{,3}",
+    r"\Q*\E",
+    // Both refuse, in other words: the crate's description is kept.
+    r"\1",
+    r"\8",
+    r"\q",
+    r"\C",
+    r"\",
+    "(?=a)",
+    "(?#c)",
+    "(?P<>a)",
+    r"\p{Nope}",
+    "a{2,1}",
+    "[z-a]",
+];
+
 #[test]
 fn every_function_answers_as_go_did() {
     let rows = rows();
@@ -210,7 +247,13 @@ fn every_function_answers_as_go_did() {
         } else {
             go.clone()
         };
-        if got != go_cmp {
+        let known =
+            *func == "RegexpCompile" && REGEXP_DIFFERS.contains(&args["s"].as_str().unwrap_or(""));
+        if known && got == go_cmp {
+            wrong.push(format!(
+                "go_outputs.tsv:{line}: {args} agrees with Go now: take it off REGEXP_DIFFERS"
+            ));
+        } else if !known && got != go_cmp {
             wrong.push(format!(
                 "go_outputs.tsv:{line}: {func}({args}): Go {go}, ours {got}"
             ));

@@ -11,7 +11,6 @@ use clusterdns_contract::metrics::{Counter, Family, HistogramSeries, Registry};
 const SLIM_TIME_BUCKETS: &[f64] = &[0.00025, 0.0025, 0.025, 0.25, 2.5];
 
 pub(crate) mod every;
-pub(crate) mod goregexp;
 pub(crate) mod ifaces;
 pub(crate) mod nets;
 pub(crate) mod upstream;

@@ -10,7 +10,7 @@ use clusterdns_corefile::Directive;
 use clusterdns_gocompat::strconv;
 use clusterdns_wire::{Name, Rcode, Rtype};
 
-use crate::pkg::goregexp;
+use clusterdns_gocompat::regexp as goregexp;
 
 /// CoreDNS's limit on a regex pattern's length.
 const MAX_REGEX_LEN: usize = 10000;

@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::text::Template;
 use super::{Rr, TemplatePlugin, Tmpl};
-use crate::pkg::goregexp;
+use clusterdns_gocompat::regexp as goregexp;
 
 /// CoreDNS refuses longer patterns (they can exhaust memory compiling).
 const MAX_REGEX_LEN: usize = 10_000;

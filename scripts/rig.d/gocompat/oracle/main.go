@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -171,6 +172,9 @@ func answer(fn string, a args) (any, error) {
 		}
 		ones, _ := n.Mask.Size()
 		return cidr{IP: ip.String(), Network: n.IP.String(), Prefix: ones}, nil
+	case "RegexpCompile":
+		_, err := regexp.Compile(a.S)
+		return "ok", err
 	case "HexDecodeString":
 		b, err := hex.DecodeString(a.S)
 		// As hex again: the bytes need not be text.

@@ -8,8 +8,8 @@ use regex::Regex;
 
 use super::lex::{Kind, OPS, Token};
 use super::{BinOp, CompileError, FUNCS, Func, Node, Ty, Value, located};
-use crate::pkg::goregexp;
 use crate::pkg::nets::Nets;
+use clusterdns_gocompat::regexp as goregexp;
 
 pub(super) struct Parser<'s> {
     pub(super) src: &'s str,
