@@ -105,6 +105,7 @@ pub mod size;
 pub mod splice;
 pub mod truncate;
 pub mod types;
+pub mod zonefile;
 
 pub use build::{MessageBuilder, RData, Section};
 pub use edns::{DEFAULT_EDNS_SIZE, Edns, EdnsOptions, MAX_MESSAGE_LEN, MAX_UDP_PLAIN};

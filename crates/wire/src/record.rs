@@ -12,7 +12,7 @@ use core::str::FromStr;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::build::RData;
-use crate::error::{NameError, ParseError};
+use crate::error::ParseError;
 use crate::name::Name;
 use crate::read::{u16_at, u32_at};
 use crate::types::{Class, Rtype};
@@ -399,210 +399,19 @@ impl fmt::Display for Record {
     }
 }
 
-/// Why record text could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordParseError {
-    /// A name in the text is invalid.
-    #[error("bad name: {0}")]
-    Name(#[from] NameError),
-    /// Anything else; the message says what.
-    #[error("bad record text: {0}")]
-    Syntax(&'static str),
-}
-
-fn syntax(msg: &'static str) -> RecordParseError {
-    RecordParseError::Syntax(msg)
-}
-
-/// A whitespace-separated token; quoted tokens keep their escapes.
-struct Token<'s> {
-    text: &'s str,
-    quoted: bool,
-}
-
-fn tokenize(s: &str) -> Result<Vec<Token<'_>>, RecordParseError> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            c if c.is_ascii_whitespace() || c == b'(' || c == b')' => i += 1,
-            b';' => break,
-            b'"' => {
-                let start = i + 1;
-                i = start;
-                while i < b.len() && b[i] != b'"' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                let text = s.get(start..i).ok_or(syntax("unterminated quote"))?;
-                if i >= b.len() {
-                    return Err(syntax("unterminated quote"));
-                }
-                out.push(Token { text, quoted: true });
-                i += 1;
-            }
-            _ => {
-                let start = i;
-                // Parentheses group a record over lines; they end a word.
-                while i < b.len()
-                    && !b[i].is_ascii_whitespace()
-                    && !matches!(b[i], b';' | b'(' | b')')
-                {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                let i2 = i.min(b.len());
-                let text = s.get(start..i2).ok_or(syntax("bad escape"))?;
-                out.push(Token {
-                    text,
-                    quoted: false,
-                });
-                i = i2;
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Decodes `\X` and `\DDD` escapes of a character-string.
-fn unescape_string(s: &str) -> Result<Vec<u8>, RecordParseError> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            out.push(b[i]);
-            i += 1;
-            continue;
-        }
-        match b.get(i + 1..i + 4) {
-            Some(d) if d.iter().all(u8::is_ascii_digit) => {
-                let v = d
-                    .iter()
-                    .fold(0u16, |acc, &c| acc * 10 + u16::from(c - b'0'));
-                out.push(u8::try_from(v).map_err(|_| syntax("bad \\DDD escape"))?);
-                i += 4;
-            }
-            _ => {
-                out.push(*b.get(i + 1).ok_or(syntax("dangling backslash"))?);
-                i += 2;
-            }
-        }
-    }
-    if out.len() > 255 {
-        return Err(syntax("character-string longer than 255 bytes"));
-    }
-    Ok(out)
-}
-
-fn parse_num<T: FromStr>(t: Option<&Token<'_>>) -> Result<T, RecordParseError> {
-    t.and_then(|t| t.text.parse().ok())
-        .ok_or(syntax("expected a number"))
-}
-
-fn parse_name(t: Option<&Token<'_>>) -> Result<Name, RecordParseError> {
-    Ok(Name::from_ascii(t.ok_or(syntax("expected a name"))?.text)?)
-}
-
-fn parse_generic(rtype: Rtype, rest: &[Token<'_>]) -> Result<RecordData, RecordParseError> {
-    let len: usize = parse_num(rest.get(1))?;
-    let hex: String = rest.iter().skip(2).map(|t| t.text).collect();
-    if hex.len() != 2 * len || !hex.is_ascii() {
-        return Err(syntax("\\# length does not match the data"));
-    }
-    let data = (0..len)
-        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .map_err(|_| syntax("bad hex in \\# data"))?;
-    // Known types are decoded so that both forms compare equal.
-    let mut wire = Vec::with_capacity(12 + data.len());
-    wire.extend_from_slice(&[0; 12]);
-    wire.extend_from_slice(&data);
-    decode_rdata(&wire, rtype, 12..wire.len()).map_err(|_| syntax("bad rdata in \\# form"))
-}
-
-fn parse_rdata(rtype: Rtype, rest: &[Token<'_>]) -> Result<RecordData, RecordParseError> {
-    if rest.first().is_some_and(|t| t.text == "\\#" && !t.quoted) {
-        return parse_generic(rtype, rest);
-    }
-    let mut it = rest.iter();
-    let data = match rtype {
-        Rtype::A => RecordData::A(parse_num(it.next())?),
-        Rtype::AAAA => RecordData::Aaaa(parse_num(it.next())?),
-        Rtype::CNAME => RecordData::Cname(parse_name(it.next())?),
-        Rtype::NS => RecordData::Ns(parse_name(it.next())?),
-        Rtype::PTR => RecordData::Ptr(parse_name(it.next())?),
-        Rtype::MX => RecordData::Mx {
-            preference: parse_num(it.next())?,
-            exchange: parse_name(it.next())?,
-        },
-        Rtype::SRV => RecordData::Srv {
-            priority: parse_num(it.next())?,
-            weight: parse_num(it.next())?,
-            port: parse_num(it.next())?,
-            target: parse_name(it.next())?,
-        },
-        Rtype::SOA => RecordData::Soa {
-            mname: parse_name(it.next())?,
-            rname: parse_name(it.next())?,
-            serial: parse_num(it.next())?,
-            refresh: parse_num(it.next())?,
-            retry: parse_num(it.next())?,
-            expire: parse_num(it.next())?,
-            minimum: parse_num(it.next())?,
-        },
-        Rtype::TXT => {
-            // Zero strings is invalid per RFC 1035 but occurs on the wire;
-            // accept it so every decoded record's text parses back.
-            let strings = it
-                .by_ref()
-                .map(|t| unescape_string(t.text))
-                .collect::<Result<Vec<_>, _>>()?;
-            RecordData::Txt(strings)
-        }
-        Rtype::HINFO => RecordData::Hinfo {
-            cpu: unescape_string(it.next().ok_or(syntax("missing HINFO cpu"))?.text)?,
-            os: unescape_string(it.next().ok_or(syntax("missing HINFO os"))?.text)?,
-        },
-        _ => return Err(syntax("type needs the \\# generic form")),
-    };
-    if it.next().is_some() {
-        return Err(syntax("trailing data"));
-    }
-    Ok(data)
-}
+/// Why record text could not be parsed: miekg/dns's `ParseError`, as
+/// [`crate::zonefile`] words it.
+pub type RecordParseError = crate::zonefile::ZoneFileError;
 
 impl FromStr for Record {
     type Err = RecordParseError;
 
-    /// Parses `owner [ttl] [class] type rdata...` (TTL and class in either
-    /// order; defaults 3600 and IN). Names are absolute with or without
-    /// the final dot. `;` starts a comment, parentheses are ignored, and
-    /// any type accepts the RFC 3597 `\# len hex` form.
+    /// Parses one record's text as miekg/dns's `dns.NewRR` does
+    /// ([`crate::zonefile::parse_rr`]): `owner [ttl] [class] type rdata...`
+    /// (TTL and class in either order; defaults 3600 and IN), names
+    /// relative to the root, `;` comments, parentheses, and RFC 3597's
+    /// `\# len hex` form for any type.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let tokens = tokenize(s)?;
-        let mut it = tokens.iter();
-        let name = parse_name(it.next())?;
-        let mut ttl = None;
-        let mut class = None;
-        let rtype = loop {
-            let t = it.next().ok_or(syntax("missing type"))?;
-            if ttl.is_none() && t.text.bytes().all(|c| c.is_ascii_digit()) {
-                ttl = Some(t.text.parse().map_err(|_| syntax("TTL out of range"))?);
-            } else if let (None, Ok(c)) = (class, t.text.parse::<Class>()) {
-                class = Some(c);
-            } else {
-                break t
-                    .text
-                    .parse::<Rtype>()
-                    .map_err(|_| syntax("unknown type"))?;
-            }
-        };
-        let rest = it.as_slice();
-        Ok(Record {
-            name,
-            class: class.unwrap_or(Class::IN),
-            ttl: ttl.unwrap_or(DEFAULT_TTL),
-            data: parse_rdata(rtype, rest)?,
-        })
+        crate::zonefile::parse_rr(s)
     }
 }

@@ -1,6 +1,5 @@
 #![doc = include_str!("README.md")]
 
-mod parse;
 mod zone;
 
 use std::path::{Path, PathBuf};
@@ -14,11 +13,11 @@ use clusterdns_contract::{
     ResponseWriter, SetupCtx,
 };
 use clusterdns_corefile::{ConfigError, Directive};
-use clusterdns_wire::{Message, Name, Rcode, Record, Rtype, Section};
+use clusterdns_wire::{Message, Name, Rcode, Record, RecordData, Rtype, Section};
 
 use crate::pkg::upstream;
 
-use parse::Reader;
+use clusterdns_wire::zonefile::Reader;
 use zone::{Outcome, Zone, ZoneError};
 
 /// Registration of *file*.
@@ -117,12 +116,27 @@ impl Slot {
 
 /// Reads and builds the zone of `origin` from `path`.
 fn read_zone(path: &Path, shown: &str, origin: &Name) -> Result<Zone, String> {
-    let records: Vec<Record> = Reader::read(path, shown, origin).map_err(|e| {
+    let mut records: Vec<Record> = Reader::read(path, shown, origin).map_err(|e| {
         format!("failed to parse file {shown:?} for origin {origin} with error {e}")
     })?;
+    records.iter_mut().for_each(lowercase_targets);
     Zone::new(origin, records).map_err(|e| match e {
         ZoneError::NoSoa => format!("file {shown:?} has no SOA record for origin {origin}"),
     })
+}
+
+/// The names CoreDNS's zone lowercases as it inserts a record (NS, CNAME
+/// and MX targets, the SOA's names); the others keep the file's case.
+fn lowercase_targets(r: &mut Record) {
+    match &mut r.data {
+        RecordData::Ns(n) | RecordData::Cname(n) => *n = n.to_lowercase(),
+        RecordData::Mx { exchange, .. } => *exchange = exchange.to_lowercase(),
+        RecordData::Soa { mname, rname, .. } => {
+            *mname = mname.to_lowercase();
+            *rname = rname.to_lowercase();
+        }
+        _ => {}
+    }
 }
 
 /// The *file* handler.

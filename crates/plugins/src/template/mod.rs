@@ -348,7 +348,7 @@ impl TemplatePlugin {
             Ok(rec) => Ok(Some(rec)),
             Err(e) => {
                 self.metrics.rr_failed(labels, section, r.text.label());
-                Err(fail(format!("dns: {e}: {buf:?}")))
+                Err(fail(e.to_string()))
             }
         }
     }

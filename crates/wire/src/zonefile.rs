@@ -1,14 +1,17 @@
-//! An RFC 1035 master-file reader: `$ORIGIN`, `$TTL`, `$INCLUDE`, `@`,
-//! relative names, owners carried over by leading blanks, parentheses,
-//! comments, quoted strings, TTL and class in either order. Errors carry
-//! the file, line and column and are worded as miekg/dns's zone parser
+//! Record text as miekg/dns's zone parser reads it, the one parser of the
+//! presentation format here: the *file* plugin's master files ([`Reader`]:
+//! `$ORIGIN`, `$TTL`, `$INCLUDE`, `@`, relative names, owners carried over
+//! by leading blanks, parentheses, comments, quoted strings, TTL and class
+//! in either order) and one record's text as `dns.NewRR` reads it
+//! ([`parse_rr`], behind `Record`'s `FromStr`: *template*'s answers).
+//! Errors carry the file, line and column and are worded as miekg/dns
 //! words them, which is what CoreDNS reports.
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use clusterdns_wire::{Class, Name, Record, RecordData, Rtype};
+use crate::{Class, Name, Record, RecordData, Rtype};
 
 /// How deep `$INCLUDE`s may nest (miekg/dns allows 7).
 const MAX_INCLUDE_DEPTH: usize = 7;
@@ -50,11 +53,16 @@ fn garbage(toks: &[Tok], from: usize, file: &str, msg: &str) -> Result<(), ZoneF
 }
 
 impl fmt::Display for ZoneFileError {
+    /// As miekg/dns's `ParseError`: the file first when there is one
+    /// (`dns.NewRR` has none).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.file.is_empty() {
+            write!(f, "{}: ", self.file)?;
+        }
         write!(
             f,
-            "{}: dns: {}: {:?} at line: {}:{}",
-            self.file, self.err, self.token, self.line, self.col
+            "dns: {}: {:?} at line: {}:{}",
+            self.err, self.token, self.line, self.col
         )
     }
 }
@@ -456,6 +464,24 @@ impl Reader {
             let tok = t.get(i).ok_or_else(|| bad(field, None))?;
             tok.text.parse().map_err(|_| bad(field, Some(tok)))
         };
+        // RFC 3597's `\# LEN HEX` stands for any type's rdata; a known
+        // type's is decoded, so both forms give the same record.
+        if t.first().is_some_and(|x| x.text == "\\#" && !x.quoted) {
+            let len_tok = t.get(1).ok_or_else(|| bad("rdata", None))?;
+            let len: usize = len_tok
+                .text
+                .parse()
+                .map_err(|_| bad("rdata", Some(len_tok)))?;
+            let hex: String = t[2..].iter().map(|x| x.text.as_str()).collect();
+            let data = decode_hex(&hex).ok_or_else(|| bad("rdata", t.get(2)))?;
+            if data.len() != len {
+                return Err(bad("rdata", Some(len_tok)));
+            }
+            let mut wire = vec![0; 12];
+            wire.extend_from_slice(&data);
+            return crate::record::decode_rdata(&wire, rtype, 12..wire.len())
+                .map_err(|_| bad("rdata", t.get(2)));
+        }
         let data = match rtype {
             Rtype::A => {
                 let tok = t.first().ok_or_else(|| bad("A", None))?;
@@ -472,12 +498,12 @@ impl Reader {
             Rtype::NS => {
                 let n = name_at(0, "Ns")?;
                 no_more(1)?;
-                RecordData::Ns(n.to_lowercase())
+                RecordData::Ns(n)
             }
             Rtype::CNAME => {
                 let n = name_at(0, "Target")?;
                 no_more(1)?;
-                RecordData::Cname(n.to_lowercase())
+                RecordData::Cname(n)
             }
             Rtype::PTR => {
                 let n = name_at(0, "Ptr")?;
@@ -486,7 +512,7 @@ impl Reader {
             }
             Rtype::MX => {
                 let preference = u16_at(0, "Pref")?;
-                let exchange = name_at(1, "Mx")?.to_lowercase();
+                let exchange = name_at(1, "Mx")?;
                 no_more(2)?;
                 RecordData::Mx {
                     preference,
@@ -507,9 +533,7 @@ impl Reader {
                 }
             }
             Rtype::TXT => {
-                if t.is_empty() {
-                    return Err(bad("Txt", None));
-                }
+                // No strings at all is a TXT without rdata to miekg/dns.
                 let mut strings = Vec::new();
                 for tok in t {
                     let s = unescape(&tok.text).ok_or_else(|| bad("Txt", Some(tok)))?;
@@ -525,8 +549,8 @@ impl Reader {
                 RecordData::Txt(strings)
             }
             Rtype::SOA => {
-                let mname = name_at(0, "SOA Ns")?.to_lowercase();
-                let rname = name_at(1, "SOA Mbox")?.to_lowercase();
+                let mname = name_at(0, "SOA Ns")?;
+                let rname = name_at(1, "SOA Mbox")?;
                 let mut v = [0u32; 5];
                 for (k, slot) in v.iter_mut().enumerate() {
                     let field = ["Serial", "Refresh", "Retry", "Expire", "Minttl"][k];
@@ -573,25 +597,32 @@ impl Reader {
                     data,
                 }
             }
-            other => {
-                // RFC 3597: TYPEnnn \# LEN HEX.
-                match t.first() {
-                    Some(x) if x.text == "\\#" && !x.quoted => {}
-                    tok => return Err(bad("rdata", tok)),
+            Rtype::HINFO => {
+                // miekg/dns: the strings as TXT's; one string holding
+                // blanks is split at them; the OS is the rest, joined.
+                let mut chunks = Vec::new();
+                for tok in t {
+                    chunks.push(unescape(&tok.text).ok_or_else(|| bad("HINFO Fields", Some(tok)))?);
                 }
-                let len_tok = t.get(1).ok_or_else(|| bad("rdata", None))?;
-                let len: usize = len_tok
-                    .text
-                    .parse()
-                    .map_err(|_| bad("rdata", Some(len_tok)))?;
-                let hex: String = t[2..].iter().map(|x| x.text.as_str()).collect();
-                let data = clusterdns_gocompat::hex::decode_string(&hex)
-                    .map_err(|_| bad("rdata", t.get(2)))?;
-                if data.len() != len {
-                    return Err(bad("rdata", Some(len_tok)));
+                if chunks.len() == 1 {
+                    let words: Vec<Vec<u8>> = chunks[0]
+                        .split(u8::is_ascii_whitespace)
+                        .filter(|w| !w.is_empty())
+                        .map(<[u8]>::to_vec)
+                        .collect();
+                    chunks = if words.len() > 1 {
+                        words
+                    } else {
+                        vec![chunks.remove(0), Vec::new()]
+                    };
                 }
-                RecordData::Other { rtype: other, data }
+                let mut it = chunks.into_iter();
+                let cpu = it.next().unwrap_or_default();
+                let os = it.collect::<Vec<_>>().join(&b' ');
+                RecordData::Hinfo { cpu, os }
             }
+            // Other types only in RFC 3597's form (above).
+            _ => return Err(bad("rdata", t.first())),
         };
         Ok(data)
     }
@@ -666,6 +697,57 @@ fn parse_rtype(s: &str) -> Option<Rtype> {
             s[4..].parse::<u16>().ok().map(Rtype)
         }
     }
+}
+
+/// Hex digits (either case) to bytes; `None` for an odd count or a
+/// non-digit.
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks(2)
+        .map(|p| {
+            let d = |c: u8| char::from(c).to_digit(16);
+            Some((d(p[0])? * 16 + d(p[1])?) as u8)
+        })
+        .collect()
+}
+
+/// One record's text as miekg/dns's `dns.NewRR` reads it: names relative
+/// to the root, a TTL of 3600 where none is given, the first record of the
+/// text. Text with no record in it is an error here (`NewRR` returns no
+/// record and no error).
+pub fn parse_rr(text: &str) -> Result<Record, ZoneFileError> {
+    let mut r = Reader {
+        records: Vec::new(),
+        origin: Name::root(),
+        default_ttl: Some((crate::record::DEFAULT_TTL, false)),
+        last_owner: None,
+        depth: 0,
+    };
+    // `$INCLUDE` reads no file here (no directory to take it from), as
+    // NewRR's parser allows no includes.
+    for e in lex(text, "")? {
+        if e.toks.first().is_some_and(|t| t.text == "$INCLUDE") {
+            return Err(ZoneFileError::at(
+                "",
+                "$INCLUDE directive not allowed",
+                &e.toks[0],
+            ));
+        }
+        r.entry(&e, "", None)?;
+        if let Some(rec) = r.records.pop() {
+            return Ok(rec);
+        }
+    }
+    Err(ZoneFileError {
+        file: String::new(),
+        err: "no record".into(),
+        token: text.to_owned(),
+        line: 1,
+        col: 0,
+    })
 }
 
 /// Decodes a character-string's escapes (`\X`, `\DDD`).
