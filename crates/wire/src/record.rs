@@ -369,6 +369,21 @@ impl fmt::Display for RData<'_> {
                 "{mname} {rname} {serial} {refresh} {retry} {expire} {minimum}"
             ),
             RData::Hinfo { cpu, os } => fmt_strings(f, [cpu, os]),
+            // CAA in its own form (flags, tag, quoted value), as miekg/dns
+            // prints it; every other type unknown here in RFC 3597's.
+            RData::Raw {
+                rtype: Rtype::CAA,
+                data: [flags, len, rest @ ..],
+            } if *len > 0
+                && rest.len() >= usize::from(*len)
+                && rest[..usize::from(*len)]
+                    .iter()
+                    .all(u8::is_ascii_alphanumeric) =>
+            {
+                let (tag, value) = rest.split_at(usize::from(*len));
+                write!(f, "{flags} {} ", String::from_utf8_lossy(tag))?;
+                fmt_quoted(f, value)
+            }
             RData::Raw { data, .. } => {
                 write!(f, "\\# {} ", data.len())?;
                 data.iter().try_for_each(|b| write!(f, "{b:02x}"))

@@ -334,7 +334,12 @@ impl Reader {
         let rtype = loop {
             let Some(t) = toks.get(at) else {
                 let last = toks.last().unwrap_or(&toks[0]);
-                return Err(err("expecting RR type, not this...", last));
+                let msg = if ttl.is_none() && class.is_none() {
+                    "not a TTL"
+                } else {
+                    "expecting RR type or class, not this..."
+                };
+                return Err(err(msg, last));
             };
             at += 1;
             if let Some(v) = (ttl.is_none()).then(|| parse_ttl(&t.text)).flatten() {
@@ -367,7 +372,16 @@ impl Reader {
             None => self.default_ttl.map_or(0, |(v, _)| v),
         };
         let rdata = &toks[at..];
-        let data = self.rdata(rtype, rdata, toks.last().unwrap_or(&toks[0]), file)?;
+        // A missing field is reported as miekg/dns reports it: a blank
+        // at the type's column.
+        let type_tok = &toks[at - 1];
+        let after_type = Tok {
+            text: " ".into(),
+            quoted: false,
+            line: type_tok.line,
+            col: type_tok.col,
+        };
+        let data = self.rdata(rtype, rdata, &after_type, file)?;
         self.records.push(Record {
             name: owner,
             class: class.unwrap_or(Class::IN),
@@ -475,7 +489,7 @@ impl Reader {
             let hex: String = t[2..].iter().map(|x| x.text.as_str()).collect();
             let data = decode_hex(&hex).ok_or_else(|| bad("rdata", t.get(2)))?;
             if data.len() != len {
-                return Err(bad("rdata", Some(len_tok)));
+                return Err(ZoneFileError::at(file, "bad RFC3597 Rdata", len_tok));
             }
             let mut wire = vec![0; 12];
             wire.extend_from_slice(&data);
@@ -762,7 +776,8 @@ fn unescape(s: &str) -> Option<Vec<u8>> {
                 [x, y, z, ..] if x.is_ascii_digit() && y.is_ascii_digit() && z.is_ascii_digit() => {
                     let v =
                         u16::from(x - b'0') * 100 + u16::from(y - b'0') * 10 + u16::from(z - b'0');
-                    out.push(u8::try_from(v).ok()?);
+                    // Past 255 the byte wraps, as miekg/dns's byte arithmetic does.
+                    out.push((v % 256) as u8);
                     i += 4;
                 }
                 [c, ..] => {

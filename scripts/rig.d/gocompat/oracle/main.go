@@ -24,6 +24,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/miekg/dns"
 	"github.com/spf13/pflag"
 )
 
@@ -175,6 +176,14 @@ func answer(fn string, a args) (any, error) {
 	case "RegexpCompile":
 		_, err := regexp.Compile(a.S)
 		return "ok", err
+	case "NewRR":
+		// miekg/dns, CoreDNS's DNS library: one record's text as the
+		// template plugin reads it (wire::zonefile::parse_rr).
+		rr, err := dns.NewRR(a.S)
+		if err != nil || rr == nil {
+			return nil, err
+		}
+		return rr.String(), nil
 	case "HexDecodeString":
 		b, err := hex.DecodeString(a.S)
 		// As hex again: the bytes need not be text.
