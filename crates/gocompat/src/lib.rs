@@ -10,12 +10,16 @@
 //! - `time`: `time.ParseDuration` and `Duration.String`.
 //! - `cidr`: `net.ParseCIDR`.
 //! - `hex`: `encoding/hex`'s `DecodeString`.
+//! - `filepath`: `path/filepath`'s `Clean` and `Join` (Unix).
+//! - `os`: the texts of `os.Stat`'s errors.
 //!
 //! It sits below everything else of ours and knows no DNS, so the Corefile
 //! crate, the plugins and the agents that are not plugins share one copy.
 
 pub mod cidr;
+pub mod filepath;
 pub mod flag;
 pub mod hex;
+pub mod os;
 pub mod strconv;
 pub mod time;
