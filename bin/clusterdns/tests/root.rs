@@ -11,7 +11,7 @@ mod differ;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{Query, assert_setup_errors_agree, coredns_or_skip};
-use differ::{clusterdns, differential, disagreements};
+use differ::{assert_metrics_agree, clusterdns, differential, disagreements};
 
 const ORG: &str = "$ORIGIN example.org.
 @ 3600 IN SOA ns1 hostmaster 2024010101 7200 3600 1209600 300
@@ -63,6 +63,28 @@ fn file_reads_relative_zone_files_under_root_as_coredns() {
     // Compared, not merely silent: the zones are served.
     let c = diff.query(&Query::new("www.example.net.", "A"));
     assert!(c.to_string().contains("198.51.100.10"), "{c}");
+}
+
+#[test]
+fn root_is_not_a_handler_in_coredns_plugin_enabled() {
+    let coredns = coredns_or_skip!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("db"), ORG).expect("write");
+    let corefile = "example.org:@PORT@ {
+    bind 127.0.0.1
+    prometheus 127.0.0.1:@PORT_METRICS@
+    root @ZDIR@
+    file db
+}
+";
+    let diff = differential(
+        &coredns,
+        corefile,
+        &[("ZDIR", &dir.path().display().to_string())],
+    );
+    let d = disagreements(&diff, &[Query::new("www.example.org.", "A")]);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    assert_metrics_agree(&diff, &["coredns_plugin_enabled"], "");
 }
 
 #[test]
