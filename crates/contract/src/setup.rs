@@ -205,6 +205,11 @@ pub struct SetupCtx<'a> {
     pub conn_limits: ConnLimits,
     /// Set by `view`: the block takes only the queries this passes.
     pub filter: Option<Arc<dyn BlockFilter>>,
+    /// Set by `root` (CoreDNS's `Config.Root`), as written: the directory
+    /// `file` takes a relative zone file from ([`crate::parse::rooted`]).
+    /// `root` is first in `plugin.cfg`, so it is set before any plugin
+    /// that reads it runs its setup.
+    pub root: Option<String>,
     plugins: Vec<Arc<dyn Plugin>>,
     tails: Vec<(usize, ChainTail)>,
     blocks: Vec<BlockChain>,
@@ -275,6 +280,7 @@ impl<'a> SetupCtx<'a> {
             dns_port: 53,
             conn_limits: ConnLimits::default(),
             filter: None,
+            root: None,
             plugins: Vec::new(),
             tails: Vec::new(),
             blocks: Vec::new(),

@@ -10,6 +10,8 @@
 //! - `time`: `time.ParseDuration` and `Duration.String`.
 //! - `cidr`: `net.ParseCIDR`.
 //! - `hex`: `encoding/hex`'s `DecodeString`.
+//! - `filepath`: `path/filepath`'s `Clean` and `Join` (Unix).
+//! - `os`: the texts of `os.Stat`'s errors.
 //! - `regexp` (feature `regexp`): `regexp.Compile`'s error texts for a
 //!   pattern the `regex` crate refused.
 //!
@@ -23,9 +25,11 @@
 //! crate, the plugins and the agents that are not plugins share one copy.
 
 pub mod cidr;
+pub mod filepath;
 pub mod flag;
 pub mod hex;
 mod isprint;
+pub mod os;
 #[cfg(feature = "regexp")]
 pub mod regexp;
 pub mod strconv;

@@ -12,6 +12,7 @@
 
 use std::path::PathBuf;
 
+use clusterdns_gocompat::filepath as gocompat_filepath;
 use clusterdns_gocompat::flag::{self, Flag, Kind, Normalize};
 use clusterdns_gocompat::{cidr, hex, strconv, time};
 use serde_json::Value;
@@ -104,6 +105,16 @@ fn ours(func: &str, args: &Value) -> Value {
                 .map_err(|e| e.to_string()),
         ),
         "Flags" => flags(args),
+        "FilepathClean" => result(Ok(gocompat_filepath::clean(s).into())),
+        "FilepathJoin" => {
+            let t = args["t"].as_str().unwrap_or("");
+            result(Ok(gocompat_filepath::join(&[s, t]).into()))
+        }
+        "OsStat" => result(
+            std::fs::metadata(s)
+                .map(|_| "ok".into())
+                .map_err(|e| clusterdns_gocompat::os::stat_error(s, &e)),
+        ),
         "NewRR" => result(
             s.parse::<clusterdns_wire::Record>()
                 .map(|r| r.to_string().into())

@@ -35,6 +35,7 @@ pub mod prometheus;
 pub mod ready;
 pub mod reload;
 pub mod rewrite;
+pub mod root;
 pub mod template;
 pub mod timeouts;
 pub mod transfer;
@@ -54,6 +55,7 @@ use clusterdns_contract::PluginDef;
 /// Every compiled-in plugin, in `plugin.cfg` order.
 pub fn registry() -> Vec<PluginDef> {
     vec![
+        root::DEF,
         metadata::DEF,
         cancel::DEF,
         timeouts::DEF,

@@ -20,12 +20,25 @@ pub(crate) struct SetupResult {
     pub plugins: Vec<Arc<dyn Plugin>>,
     /// The shared state (hooks, metrics).
     pub shared: Shared,
+    /// The block's *root* directory, as `root` left it in the context.
+    pub root: Option<String>,
 }
 
 /// Parses `corefile` (one block) and runs `def`'s setup on the directives
 /// named like it. `config_dir` anchors relative paths.
 pub(crate) fn setup_in(
     def: PluginDef,
+    corefile: &str,
+    config_dir: &Path,
+) -> Result<SetupResult, ConfigError> {
+    setup_all_in(&[def], corefile, config_dir)
+}
+
+/// [`setup_in`] for several plugins that meet in one context (*root*
+/// before *file*): each setup that has directives runs, in the order of
+/// `defs`, as the registry's order runs them in the server.
+pub(crate) fn setup_all_in(
+    defs: &[PluginDef],
     corefile: &str,
     config_dir: &Path,
 ) -> Result<SetupResult, ConfigError> {
@@ -37,13 +50,23 @@ pub(crate) fn setup_in(
         .map(parse_key)
         .collect::<Result<Vec<_>, _>>()?;
     let mut shared = Shared::new(Arc::new(Registry::new()));
-    let dirs: Vec<_> = block.directives_named(def.name).collect();
-    let plugins = {
+    let (plugins, root) = {
         let mut ctx = SetupCtx::new(block, &keys, config_dir, &mut shared);
-        (def.setup)(&mut ctx, &dirs)?;
-        ctx.take_plugins()
+        for def in defs {
+            let dirs: Vec<_> = block.directives_named(def.name).collect();
+            // A single plugin's tests run its setup even without lines.
+            if !dirs.is_empty() || defs.len() == 1 {
+                (def.setup)(&mut ctx, &dirs)?;
+            }
+        }
+        let root = ctx.root.take();
+        (ctx.take_plugins(), root)
     };
-    Ok(SetupResult { plugins, shared })
+    Ok(SetupResult {
+        plugins,
+        shared,
+        root,
+    })
 }
 
 /// Parses a Corefile and returns its first block's directives called

@@ -167,6 +167,19 @@ pub fn config_path(dir: &Path, p: &str) -> std::path::PathBuf {
     }
 }
 
+/// A file argument as CoreDNS's plugins take it under *root*: a relative
+/// `p` joined to `root` (Go's `filepath.Join`, which also cleans it) when
+/// `root` is set and not empty, else `p` unchanged. This is the text
+/// CoreDNS's messages show; [`config_path`] then anchors it.
+pub fn rooted(root: Option<&str>, p: &str) -> String {
+    match root {
+        Some(r) if !r.is_empty() && !Path::new(p).is_absolute() => {
+            clusterdns_gocompat::filepath::join(&[r, p])
+        }
+        _ => p.to_string(),
+    }
+}
+
 /// A zone argument, normalised as CoreDNS's `plugin.Host(s).NormalizeExact()`
 /// (one zone; a CIDR that expands to several is an error).
 pub fn zone(d: &Directive, s: &str) -> Result<Name, ConfigError> {

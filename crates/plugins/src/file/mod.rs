@@ -343,7 +343,8 @@ fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError>
         let Some(first) = d.args.first() else {
             return Err(d.arg_err());
         };
-        let shown = first.text.clone();
+        // Under *root*, CoreDNS reads and names the joined path.
+        let shown = clusterdns_contract::parse::rooted(ctx.root.as_deref(), &first.text);
         let path = clusterdns_contract::parse::config_path(ctx.config_dir, &shown);
         let rest: Vec<&str> = d.args[1..].iter().map(|t| t.text.as_str()).collect();
         let names = clusterdns_contract::parse::origins_or_block(&rest, &block_zones);

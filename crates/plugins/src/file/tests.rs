@@ -118,3 +118,54 @@ fn bad_files_and_options() {
         .plugins;
     assert_eq!(ask(&p, "example.org.", Rtype::SOA).rcode, Rcode::SERVFAIL);
 }
+
+#[test]
+fn root_sets_where_relative_zone_files_are_read_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let zones = dir.path().join("zones");
+    std::fs::create_dir(&zones).unwrap();
+    std::fs::write(zones.join("db"), ZONE).unwrap();
+    std::fs::write(zones.join("bad"), "@ SOA a b 1 2 3 4 5\nfoo IN BLAH x\n").unwrap();
+    let defs = [crate::root::DEF, DEF];
+    let set_up = |c: &str| crate::testutil::setup_all_in(&defs, c, dir.path());
+    let www = |c: &str| {
+        let p = set_up(c).unwrap().plugins;
+        let r = ask(&p, "www.example.org.", Rtype::A);
+        (r.rcode, r.answer.len())
+    };
+    // A relative root under the Corefile's directory, an absolute one, and
+    // `root` written after `file`: the registry's order sets it first.
+    let abs = zones.display().to_string();
+    for c in [
+        "example.org {\n root zones\n file db\n}\n".to_string(),
+        "example.org {\n root ./zones/\n file ./db\n}\n".to_string(),
+        format!("example.org {{\n root {abs}\n file db\n}}\n"),
+        "example.org {\n file db\n root zones\n}\n".to_string(),
+        // An absolute zone file does not go under root.
+        format!("example.org {{\n root /nonexistent\n file {abs}/db\n}}\n"),
+        // An empty root joins nothing.
+        "example.org {\n root \"\"\n file zones/db\n}\n".to_string(),
+    ] {
+        assert_eq!(www(&c), (Rcode::NOERROR, 1), "{c}");
+    }
+    // Messages name the joined, cleaned path, as CoreDNS's do.
+    let err = |c: &str| match set_up(c) {
+        Ok(_) => panic!("{c} set up"),
+        Err(e) => (e.line, e.msg),
+    };
+    assert_eq!(
+        err("example.org {\n root zones/\n file ./missing {\n  reload 0\n }\n}\n").1,
+        "open zones/missing: no such file or directory"
+    );
+    assert_eq!(
+        err("example.org {\n root zones/sub/..\n file bad\n}\n"),
+        (
+            3,
+            "failed to parse file \"zones/bad\" for origin example.org. with error zones/bad: dns: not a TTL: \"BLAH\" at line: 2:12"
+                .into()
+        )
+    );
+    // Without root, the Corefile's directory as before: `db` is not there.
+    let p = set_up("example.org {\n file db\n}\n").unwrap().plugins;
+    assert_eq!(ask(&p, "www.example.org.", Rtype::A).rcode, Rcode::SERVFAIL);
+}

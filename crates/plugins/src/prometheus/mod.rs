@@ -27,7 +27,9 @@ const DEFAULT_ADDR: &str = "localhost:9153";
 /// The plugins that configure the server instead of handling queries;
 /// they have no `coredns_plugin_enabled` series (not in `Handlers()`:
 /// their CoreDNS setups never call `AddPlugin`).
-const NOT_HANDLERS: &[&str] = &["reload", "bind", "ready", "health", "debug", "timeouts"];
+const NOT_HANDLERS: &[&str] = &[
+    "root", "reload", "bind", "ready", "health", "debug", "timeouts",
+];
 
 fn setup(ctx: &mut SetupCtx<'_>, dirs: &[&Directive]) -> Result<(), ConfigError> {
     // CoreDNS checks only the address's form at setup; a port or host it

@@ -137,6 +137,7 @@ fn counts_queries_with_coredns_labels() {
     let r = SetupResult {
         plugins: Vec::new(),
         shared,
+        root: None,
     };
     let zone = Name::from_ascii("example.org.").unwrap();
     let run = |pkt: &[u8], proto: Proto| {

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ import (
 
 type args struct {
 	S    string `json:"s"`
+	T    string `json:"t"`
 	Base int    `json:"base"`
 	Bits int    `json:"bits"`
 	Ns   int64  `json:"ns"`
@@ -184,6 +186,13 @@ func answer(fn string, a args) (any, error) {
 			return nil, err
 		}
 		return rr.String(), nil
+	case "FilepathClean":
+		return filepath.Clean(a.S), nil
+	case "FilepathJoin":
+		return filepath.Join(a.S, a.T), nil
+	case "OsStat":
+		_, err := os.Stat(a.S)
+		return "ok", err
 	case "HexDecodeString":
 		b, err := hex.DecodeString(a.S)
 		// As hex again: the bytes need not be text.
