@@ -7,7 +7,6 @@
 
 mod alloc;
 mod autoscaler;
-mod explain;
 mod node_cache;
 mod process;
 mod serve;
@@ -115,7 +114,12 @@ fn main() -> ExitCode {
         return node_cache::main(&argv0, &args, version_lines());
     }
     if args.first().is_some_and(|a| a == "explain") {
-        return explain::main(&argv0, &args[1..]);
+        return clusterdns_server::explain::job::main(
+            &argv0,
+            &args[1..],
+            &clusterdns_plugins::registry(),
+            process::runtime,
+        );
     }
     if args.first().is_some_and(|a| a == "node-cache") {
         return node_cache::main(&format!("{argv0} node-cache"), &args[1..], version_lines());

@@ -30,7 +30,7 @@
 //! within them, FORMERR otherwise, as CoreDNS does with its 512).
 
 mod admin;
-mod explain;
+pub mod explain;
 mod handle;
 mod instance;
 mod mux;

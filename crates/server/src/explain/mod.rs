@@ -1,6 +1,9 @@
 //! One query through a listener's zone table with a report of what
 //! decided its answer, for `clusterdns explain`: the same checks, zone
-//! selection, chain and scrub as a served query, without a socket.
+//! selection, chain and scrub as a served query, without a socket; and the
+//! `explain` job itself ([`job`]), which the binary runs with its plugins.
+
+pub mod job;
 
 use std::net::SocketAddr;
 use std::time::Instant;

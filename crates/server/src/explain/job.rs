@@ -24,10 +24,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clusterdns_contract::PluginDef;
 use clusterdns_contract::Proto;
 use clusterdns_contract::metrics::Registry;
 use clusterdns_corefile::{Corefile, Directive, Token};
-use clusterdns_server::{ConfigSource, Explanation, Instance};
+
+use super::Explanation;
+use crate::{ConfigSource, Instance};
 use clusterdns_wire::{Class, Header, Message, MessageBuilder, Name, Rtype, Section};
 
 /// How long the *kubernetes* blocks may take to list the cluster.
@@ -282,8 +285,14 @@ fn render(e: &Explanation, server: &str) -> String {
     out
 }
 
-/// Runs the job for `args` (after `explain`).
-pub fn main(program: &str, args: &[String]) -> ExitCode {
+/// Runs the job for `args` (after `explain`) with the binary's plugins
+/// (`registry`) on the runtime `runtime` makes.
+pub fn main(
+    program: &str,
+    args: &[String],
+    registry: &[PluginDef],
+    runtime: impl FnOnce() -> std::io::Result<tokio::runtime::Runtime>,
+) -> ExitCode {
     if args
         .iter()
         .any(|a| a == "-h" || a == "-help" || a == "--help")
@@ -308,25 +317,24 @@ pub fn main(program: &str, args: &[String]) -> ExitCode {
     };
     // stdout is the explanation; log lines (a watch failing, a plugin's
     // errors) go beside it on stderr.
-    clusterdns_observe::log::to_stderr();
-    let rt = match crate::process::runtime() {
+    clusterdns_contract::log::to_stderr();
+    let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::FAILURE;
         }
     };
-    let code = rt.block_on(run(a, name));
-    clusterdns_observe::log::flush();
+    let code = rt.block_on(run(a, name, registry));
+    clusterdns_contract::log::flush();
     code
 }
 
-async fn run(a: Args, name: Name) -> ExitCode {
-    let registry = clusterdns_plugins::registry();
+async fn run(a: Args, name: Name, registry: &[PluginDef]) -> ExitCode {
     let source = ConfigSource::File(a.conf.clone());
     let built = Instance::build_edited(
         &source,
-        &registry,
+        registry,
         a.port.unwrap_or(53),
         Arc::new(Registry::default()),
         &mut |c| edit(c, a.objects.as_ref(), a.kubeconfig.as_ref()),
@@ -385,7 +393,7 @@ async fn run(a: Args, name: Name) -> ExitCode {
         a.from,
         proto.as_str()
     );
-    let e = clusterdns_server::explain(&listener.mux, &packet, client, listener.addr, proto).await;
+    let e = super::explain(&listener.mux, &packet, client, listener.addr, proto).await;
     print!("{}", render(&e, listener.mux.label.as_str()));
     // No shutdown hooks: they would end the API watches mid-stream and log
     // it; the process exits, and its tasks go with the runtime.
