@@ -1,0 +1,3 @@
+module clusterdns.local/golookup
+
+go 1.26
