@@ -487,7 +487,8 @@ impl Reader {
                 .parse()
                 .map_err(|_| bad("rdata", Some(len_tok)))?;
             let hex: String = t[2..].iter().map(|x| x.text.as_str()).collect();
-            let data = decode_hex(&hex).ok_or_else(|| bad("rdata", t.get(2)))?;
+            let data = clusterdns_gocompat::hex::decode_string(&hex)
+                .map_err(|_| bad("rdata", t.get(2)))?;
             if data.len() != len {
                 return Err(ZoneFileError::at(file, "bad RFC3597 Rdata", len_tok));
             }
@@ -711,21 +712,6 @@ fn parse_rtype(s: &str) -> Option<Rtype> {
             s[4..].parse::<u16>().ok().map(Rtype)
         }
     }
-}
-
-/// Hex digits (either case) to bytes; `None` for an odd count or a
-/// non-digit.
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    let b = s.as_bytes();
-    if !b.len().is_multiple_of(2) {
-        return None;
-    }
-    b.chunks(2)
-        .map(|p| {
-            let d = |c: u8| char::from(c).to_digit(16);
-            Some((d(p[0])? * 16 + d(p[1])?) as u8)
-        })
-        .collect()
 }
 
 /// One record's text as miekg/dns's `dns.NewRR` reads it: names relative
