@@ -7,11 +7,21 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use clusterdns_http::{Asked, Config, Method, Reply};
 use clusterdns_nodecache::ready::ReadyProbe;
 use clusterdns_observe::listen;
 use clusterdns_observe::metrics::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+
+/// As this listener has always answered: one request per connection, no
+/// `Date`, the handler run once the head is in; the head within 5 s of the
+/// connection, a write stalled 5 s ends it (the `/ready` probe bounds itself).
+const METRICS: Config = Config {
+    keep_alive: false,
+    date: false,
+    whole_body: false,
+    timeout: Duration::from_secs(5),
+};
 
 /// Binds `addr` (Go form, as upstream's `http.ListenAndServe` takes it:
 /// `:9353` and `0.0.0.0:9353` listen on both families), or adopts the
@@ -34,23 +44,16 @@ pub async fn spawn(
     // A dual-stack socket calls itself `[::]`: name the address as given.
     let bound = SocketAddr::new(asked.ip(), listener.local_addr()?.port());
     let dup = listener.as_fd().try_clone_to_owned()?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((conn, _)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            let registry = registry.clone();
-            let ready = ready.clone();
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    answer(conn, &registry, ready.as_deref()),
-                )
-                .await;
-            });
-        }
-    });
+    let handler = move |asked: Asked| {
+        let (registry, ready) = (registry.clone(), ready.clone());
+        async move { answer(&asked, &registry, ready.as_deref()).await }
+    };
+    tokio::spawn(clusterdns_http::serve(
+        listener,
+        METRICS,
+        handler,
+        clusterdns_http::forever(),
+    ));
     Ok((bound, dup))
 }
 
@@ -81,41 +84,17 @@ pub fn spawn_when_free(
     });
 }
 
-/// One request, one response, then the connection closes.
-async fn answer(
-    mut conn: TcpStream,
-    registry: &Registry,
-    ready: Option<&ReadyProbe>,
-) -> std::io::Result<()> {
-    let mut buf = vec![0u8; 8192];
-    let mut len = 0;
-    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-        if len == buf.len() {
-            return Ok(());
-        }
-        let n = conn.read(&mut buf[len..]).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        len += n;
-    }
-    let head = String::from_utf8_lossy(&buf[..len]);
-    let mut first = head.lines().next().unwrap_or("").split(' ');
-    let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (status, body) = match (method, path, ready) {
-        ("GET", "/metrics", _) => ("200 OK", registry.render()),
+/// `GET /metrics` and `GET /ready`; anything else, other methods too, is a 404.
+async fn answer(asked: &Asked, registry: &Registry, ready: Option<&ReadyProbe>) -> Reply {
+    let get = asked.method == Method::GET;
+    let (status, body) = match (get, asked.path.as_str(), ready) {
+        (true, "/metrics", _) => (200, registry.render()),
         // A real query through the cache (clusterdns_nodecache::ready).
-        ("GET", "/ready", Some(probe)) => match probe.check().await {
-            Ok(()) => ("200 OK", "OK\n".to_string()),
-            Err(why) => ("503 Service Unavailable", format!("{why}\n")),
+        (true, "/ready", Some(probe)) => match probe.check().await {
+            Ok(()) => (200, "OK\n".to_string()),
+            Err(why) => (503, format!("{why}\n")),
         },
-        _ => ("404 Not Found", "404 page not found\n".to_string()),
+        _ => (404, "404 page not found\n".to_string()),
     };
-    let resp = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(resp.as_bytes()).await?;
-    conn.shutdown().await
+    Reply::text(status, "text/plain; version=0.0.4; charset=utf-8", body)
 }
