@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
+use common::netns::Netns;
 use common::run_ok;
 
 const UID: u32 = 65532;
@@ -57,68 +58,27 @@ fn json(path: &Path) -> Value {
 }
 
 /// A network namespace of this test's own, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn create(tag: &str) -> Option<Netns> {
-        let name = format!("cdns-image{tag}-{}", std::process::id());
-        let out = Command::new("ip")
-            .args(["netns", "add", &name])
-            .stdin(Stdio::null())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: `ip netns add` failed (root needed): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                return None;
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run `ip`: {e}");
-                return None;
-            }
-        }
-        let ns = Netns(name);
-        run_ok(Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]));
-        Some(ns)
-    }
-
-    /// `dig +short image.test A` at `server`:53 from the namespace: the answer, if any.
-    fn dig_image_test(&self, server: &str) -> Option<String> {
-        let out = self
-            .command("dig")
-            .args([
-                &format!("@{server}"),
-                "-p",
-                "53",
-                "+tries=1",
-                "+time=1",
-                "+short",
-            ])
-            .args(["image.test", "A"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("dig");
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (out.status.success() && !text.is_empty()).then_some(text)
-    }
-
-    fn command(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0, program]);
-        c
-    }
+fn netns(tag: &str) -> Option<Netns> {
+    Netns::new(&format!("cdns-image{tag}-{}", std::process::id()))
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .stdin(Stdio::null())
-            .status();
-    }
+/// `dig +short image.test A` at `server`:53 from `ns`: the answer, if any.
+fn dig_image_test(ns: &Netns, server: &str) -> Option<String> {
+    let out = ns
+        .command("dig")
+        .args([
+            &format!("@{server}"),
+            "-p",
+            "53",
+            "+tries=1",
+            "+time=1",
+            "+short",
+        ])
+        .args(["image.test", "A"])
+        .output()
+        .expect("dig");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
 }
 
 /// Unpacks the OCI archive into `dir/oci` and follows index -> manifest:
@@ -233,7 +193,7 @@ fn image_config_layer_and_binary() {
     assert!(caps.contains("cap_net_bind_service=ep"), "{caps:?}");
 
     // Run it as the image would: uid 65532, port 53, in a namespace of ours.
-    let Some(ns) = Netns::create("") else {
+    let Some(ns) = netns("") else {
         if std::env::var("CLUSTERDNS_REQUIRE_IMAGE").is_ok_and(|v| v == "1") {
             panic!("cannot create a network namespace (CLUSTERDNS_REQUIRE_IMAGE=1)");
         }
@@ -272,7 +232,7 @@ fn image_config_layer_and_binary() {
     let mut server = Killed(server);
     let deadline = Instant::now() + Duration::from_secs(20);
     let answer = loop {
-        if let Some(text) = ns.dig_image_test("127.0.0.1") {
+        if let Some(text) = dig_image_test(&ns, "127.0.0.1") {
             break text;
         }
         if let Ok(Some(status)) = server.0.try_wait() {
@@ -371,7 +331,7 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
     )
     .expect("write the template");
 
-    let Some(ns) = Netns::create("-nc") else {
+    let Some(ns) = netns("-nc") else {
         if std::env::var("CLUSTERDNS_REQUIRE_IMAGE").is_ok_and(|v| v == "1") {
             panic!("cannot create a network namespace (CLUSTERDNS_REQUIRE_IMAGE=1)");
         }
@@ -420,7 +380,7 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
         let text = || std::fs::read_to_string(&log).unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let answer = ns.dig_image_test("169.254.20.10");
+            let answer = dig_image_test(&ns, "169.254.20.10");
             if answer.as_deref() == Some("192.0.2.53") && installed(mode) {
                 break;
             }

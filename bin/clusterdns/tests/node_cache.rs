@@ -10,7 +10,6 @@
 #[path = "common/nodecache.rs"]
 mod lab;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lab::*;
@@ -203,17 +202,10 @@ fn a_bad_corefile_leaves_no_rules_and_no_interface() {
 #[test]
 fn wrong_flags_fail_before_the_node_is_touched() {
     let Some(lab) = Lab::new("f") else { return };
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.node,
-            BIN,
-            "node-cache",
-            "-localip",
-            "169.254.20.10",
-            "-conf",
-        ])
+    let out = lab
+        .node
+        .command(BIN)
+        .args(["node-cache", "-localip", "169.254.20.10", "-conf"])
         .arg(lab.path("Corefile"))
         .args(["-syncinterval", "30"])
         .output()
@@ -226,9 +218,9 @@ fn wrong_flags_fail_before_the_node_is_touched() {
     // Invoked as `node-cache`.
     let link = lab.path("node-cache");
     std::os::unix::fs::symlink(BIN, &link).unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &lab.node])
-        .arg(&link)
+    let out = lab
+        .node
+        .command(&link)
         .args(["-localip", "nope", "-conf", "/x"])
         .output()
         .unwrap();
@@ -491,8 +483,10 @@ fn a_missing_service_host_is_named_and_nothing_is_touched() {
     let base = lab.path("base");
     std::fs::create_dir_all(&base).unwrap();
     std::fs::write(base.join("Corefile.base"), TEMPLATE).unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &lab.node, BIN, "node-cache"])
+    let out = lab
+        .node
+        .command(BIN)
+        .arg("node-cache")
         .args([
             "-localip",
             "169.254.20.10,10.96.0.10",
@@ -774,7 +768,7 @@ fn a_stop_forgets_the_conntrack_entries_of_its_replies() {
                 "ip",
                 "netns",
                 "exec",
-                &lab.pod,
+                &lab.pod.name,
                 "dig",
                 "+short",
                 "+tries=1",
