@@ -80,7 +80,7 @@ fn interface_name_with_except() {
 
 #[test]
 fn unknown_interface_is_a_config_error() {
-    let text = ops::config_error(".:1 {\n    bind nosuchif0\n}\n");
+    let text = common::config_error(".:1 {\n    bind nosuchif0\n}\n");
     assert!(
         text.contains("plugin/bind")
             && text.contains("not a valid IP address or interface name: \"nosuchif0\""),

@@ -344,41 +344,10 @@ impl NsServer {
 
 fn objects(ns: &str) -> String {
     format!(
-        "{web}---
-apiVersion: v1
-kind: Service
-metadata: {{name: dual, namespace: {ns}}}
-spec:
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: headless, namespace: {ns}}}
-spec:
-  clusterIP: None
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: headless-1
-  namespace: {ns}
-  labels: {{kubernetes.io/service-name: headless}}
-addressType: IPv4
-endpoints:
-- addresses: [10.210.0.1]
-  hostname: h0
-  conditions: {{ready: true}}
-- addresses: [10.210.0.2]
-  conditions: {{ready: true}}
-- addresses: [10.210.0.3]
-  conditions: {{ready: false}}
-ports: [{{name: http, port: 8080, protocol: TCP}}]
----
-{extname}",
+        "{web}---\n{dual_and_headless}---\n{extname}",
         web = common::web_service_yaml(ns),
+        dual_and_headless =
+            common::dual_and_headless_yaml(ns, "[{name: http, port: 8080, protocol: TCP}]"),
         extname = common::external_name_yaml(ns, "extname", "ext.example.test")
     )
 }
