@@ -139,6 +139,21 @@ fn extract(dir: &Path, layer: &Path, only: &[&str]) -> PathBuf {
 
 struct Killed(Child);
 
+impl Killed {
+    /// Starts `cmd` (`what`, for the failure), its stdout and stderr to
+    /// the file `log`.
+    fn spawn(cmd: &mut Command, log: &Path, what: &str) -> Killed {
+        let log_file = std::fs::File::create(log).expect("log");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log"))
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
+        Killed(child)
+    }
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -211,9 +226,8 @@ fn image_config_layer_and_binary() {
     .expect("write Corefile");
     run_ok(Command::new("chmod").arg("0644").arg(&corefile));
     let log = dir.path().join("server.log");
-    let log_file = std::fs::File::create(&log).expect("log");
-    let server = ns
-        .command("setpriv")
+    let mut server = ns.command("setpriv");
+    server
         .args([
             &format!("--reuid={UID}"),
             &format!("--regid={UID}"),
@@ -223,13 +237,8 @@ fn image_config_layer_and_binary() {
         ])
         .arg(&bin)
         .arg("-conf")
-        .arg(&corefile)
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().expect("log"))
-        .stderr(log_file)
-        .spawn()
-        .expect("start the image's binary");
-    let mut server = Killed(server);
+        .arg(&corefile);
+    let mut server = Killed::spawn(&mut server, &log, "the image's binary");
     let deadline = Instant::now() + Duration::from_secs(20);
     let answer = loop {
         if let Some(text) = dig_image_test(&ns, "127.0.0.1") {
@@ -361,22 +370,17 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
     };
     for mode in ["crashsafe", "iptables"] {
         let log = dir.path().join(format!("{mode}.log"));
-        let log_file = std::fs::File::create(&log).expect("log");
         let script = format!(
             "mount -t proc proc {root}/proc && exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
              chroot {root} /clusterdns node-cache -localip 169.254.20.10 -conf /etc/Corefile \
              -interception {mode}",
             root = rootfs.display()
         );
-        let agent = ns
-            .command("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log"))
-            .stderr(log_file)
-            .spawn()
-            .expect("start the agent");
-        let mut agent = Killed(agent);
+        // A mount namespace of its own, for the image's /proc.
+        let private = ["--mount", "--propagation", "private", "sh", "-c", &script];
+        let mut unshare = ns.command("unshare");
+        unshare.args(private);
+        let mut agent = Killed::spawn(&mut unshare, &log, "the agent");
         let text = || std::fs::read_to_string(&log).unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

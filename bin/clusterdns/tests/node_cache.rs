@@ -107,8 +107,9 @@ fn iptables_mode(lab: Option<Lab>) {
 
 #[test]
 fn crash_safe_mode_falls_back_at_once_on_kill_9() {
-    let Some(mut lab) = Lab::new("k") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("k", &V4) else {
+        return;
+    };
     // The control: upstream's rules blackhole the node after kill -9.
     let mut agent = lab.start_agent(TEMPLATE, &["-interception", "iptables"]);
     lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
@@ -235,8 +236,9 @@ fn wrong_flags_fail_before_the_node_is_touched() {
 
 #[test]
 fn config_directories_are_polled_and_reloaded_with_signal() {
-    let Some(mut lab) = Lab::new("r") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("r", &V4) else {
+        return;
+    };
     let mut agent = lab.start_agent(
         TEMPLATE,
         &["-reloadwithsignal", "-interception", "iptables"],
@@ -292,8 +294,9 @@ fn config_directories_are_polled_and_reloaded_with_signal() {
 
 #[test]
 fn ipvs_layout_link_local_only() {
-    let Some(mut lab) = Lab::new("v") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("v", &V4) else {
+        return;
+    };
     // IPVS deployers give -localip the link-local address alone (the last
     // -localip wins, as with Go's flag package).
     let mut agent = lab.start_agent(
@@ -327,10 +330,9 @@ fn ipvs_layout_link_local_only() {
 
 #[test]
 fn ipv6_end_to_end_in_both_modes() {
-    let Some(mut lab) = Lab::build("s", &V6, "iptables-nft") else {
+    let Some(lab) = Lab::serving("s", &V6) else {
         return;
     };
-    lab.start_cluster_dns();
     let template = template_for(&V6);
     let mut agent = lab.start_agent(&template, &["-interception", "iptables"]);
     for ip in [V6.cluster, V6.local] {
@@ -375,8 +377,9 @@ fn ipv6_end_to_end_in_both_modes() {
 
 #[test]
 fn rolling_replacement_under_load() {
-    let Some(mut lab) = Lab::new("u") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("u", &V4) else {
+        return;
+    };
     for mode in ["iptables", "crashsafe"] {
         let mut agent = lab.start_agent(TEMPLATE, &["-interception", mode]);
         lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
@@ -432,8 +435,9 @@ fn without_interface_and_rules_for_a_pod_namespace() {
     // Cilium's local redirect runs node-cache in a pod's namespace with
     // -setupinterface=false -setupiptables=false, bound to an address the
     // pod already has (here the node's 10.244.0.1).
-    let Some(mut lab) = Lab::new("c") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("c", &V4) else {
+        return;
+    };
     // Upstream's addresses without a host for both metrics listeners: both
     // families, as upstream's Go listeners (a pod of an IPv6 cluster is
     // scraped at its IPv6 address).
@@ -548,12 +552,11 @@ fn a_port_conflict_leaves_no_rules() {
 /// other: node_cache_upgrade.rs.
 #[test]
 fn upgrade_hands_the_sockets_over_without_losing_a_query() {
-    let Some(mut lab) = Lab::new("h") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("h", &V4) else {
+        return;
+    };
     let u = Upgrades::new(&lab, TEMPLATE);
-    u.series(&["crashsafe"; 11], "udp");
-    u.series(&["iptables"; 4], "udp");
-    u.series(&["crashsafe"; 4], "tcp");
+    u.same_mode_series();
 }
 
 /// Crash-safe mode's fallback for the link-local address: kill -9 under
@@ -562,8 +565,9 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
 /// address the pod asked.
 #[test]
 fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
-    let Some(mut lab) = Lab::new("l") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("m", &V4) else {
+        return;
+    };
     let mut agent = Running(Some(
         lab.start_agent(TEMPLATE, &["-interception", "crashsafe"]),
     ));
@@ -625,8 +629,9 @@ fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
 /// again once the cluster DNS is back.
 #[test]
 fn ready_is_a_real_query_through_the_cache() {
-    let Some(mut lab) = Lab::new("r") else { return };
-    lab.start_cluster_dns();
+    let Some(mut lab) = Lab::serving("y", &V4) else {
+        return;
+    };
     // No cache in the cluster zone, so each probe goes to the cluster DNS.
     let template = TEMPLATE.replace(
         "    cache {\n        success 9984 30\n        denial 9984 5\n    }\n",
@@ -668,8 +673,9 @@ fn ready_is_a_real_query_through_the_cache() {
 /// as usual, since nobody would be left to serve.
 #[test]
 fn a_dead_successor_leaves_the_old_instance_in_charge() {
-    let Some(mut lab) = Lab::new("d") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("d", &V4) else {
+        return;
+    };
     let flags = ["-interception", "crashsafe"];
     let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
     lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
@@ -704,8 +710,9 @@ fn a_dead_successor_leaves_the_old_instance_in_charge() {
 /// on with its interception intact.
 #[test]
 fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
-    let Some(mut lab) = Lab::new("f") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("g", &V4) else {
+        return;
+    };
     let flags = ["-interception", "crashsafe"];
     let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
     lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
@@ -746,10 +753,9 @@ fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
 #[test]
 fn a_stop_forgets_the_conntrack_entries_of_its_replies() {
     for (tag, net) in [("ct4", &V4), ("ct6", &V6)] {
-        let Some(mut lab) = Lab::build(tag, net, "iptables-nft") else {
+        let Some(lab) = Lab::serving(tag, net) else {
             return;
         };
-        lab.start_cluster_dns();
         let cluster = net.cluster;
         let fam = if net.host_bits == 32 { "ipv4" } else { "ipv6" };
         let mut agent = lab.start_agent(&template_for(net), &["-interception", "iptables"]);

@@ -17,15 +17,12 @@ use lab::*;
 /// over TCP.
 #[test]
 fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
-    let Some(mut lab) = Lab::build("6", &V6, "iptables-nft") else {
+    let Some(lab) = Lab::serving("6", &V6) else {
         return;
     };
-    lab.start_cluster_dns();
     let template = template_for(&V6);
     let u = Upgrades::new(&lab, &template);
-    u.series(&["crashsafe"; 11], "udp");
-    u.series(&["iptables"; 4], "udp");
-    u.series(&["crashsafe"; 4], "tcp");
+    u.same_mode_series();
 }
 
 /// Updates that change the interception mode, IPv4: iptables → crash-safe
@@ -35,8 +32,9 @@ fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
 /// longer puts its own back.
 #[test]
 fn upgrade_across_interception_modes_loses_nothing_and_leaves_nothing() {
-    let Some(mut lab) = Lab::new("x") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("x", &V4) else {
+        return;
+    };
     let template = template_for(&V4);
     let u = Upgrades::new(&lab, &template);
     u.series(
@@ -49,10 +47,9 @@ fn upgrade_across_interception_modes_loses_nothing_and_leaves_nothing() {
 /// The same across modes over IPv6 (ip6tables and the ip6 table).
 #[test]
 fn ipv6_upgrade_across_interception_modes() {
-    let Some(mut lab) = Lab::build("y", &V6, "iptables-nft") else {
+    let Some(lab) = Lab::serving("y", &V6) else {
         return;
     };
-    lab.start_cluster_dns();
     let template = template_for(&V6);
     let u = Upgrades::new(&lab, &template);
     u.series(&["iptables", "crashsafe", "iptables", "crashsafe"], "udp");

@@ -214,6 +214,14 @@ impl Lab {
         Some(lab)
     }
 
+    /// A lab of `net` (kube-proxy on iptables-nft) with its cluster DNS
+    /// started ([`Lab::start_cluster_dns`]).
+    pub fn serving(tag: &str, net: &'static Net) -> Option<Lab> {
+        let mut lab = Self::build(tag, net, "iptables-nft")?;
+        lab.start_cluster_dns();
+        Some(lab)
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -739,6 +747,14 @@ impl<'a> Upgrades<'a> {
             assert_eq!(views(lab), (Vec::new(), None), "{}", lab.log_of(&log));
         }
         u
+    }
+
+    /// Ten crash-safe updates over UDP, three in iptables mode, three
+    /// crash-safe over TCP ([`Upgrades::series`]).
+    pub fn same_mode_series(&self) {
+        self.series(&["crashsafe"; 11], "udp");
+        self.series(&["iptables"; 4], "udp");
+        self.series(&["crashsafe"; 4], "tcp");
     }
 
     fn flags(&self, mode: &'a str) -> [&str; 4] {
