@@ -107,9 +107,7 @@ fn iptables_mode(lab: Option<Lab>) {
 
 #[test]
 fn crash_safe_mode_falls_back_at_once_on_kill_9() {
-    let Some(lab) = Lab::serving("k", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("k") else { return };
     // The control: upstream's rules blackhole the node after kill -9.
     let mut agent = lab.start_agent(TEMPLATE, &["-interception", "iptables"]);
     lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
@@ -236,9 +234,7 @@ fn wrong_flags_fail_before_the_node_is_touched() {
 
 #[test]
 fn config_directories_are_polled_and_reloaded_with_signal() {
-    let Some(lab) = Lab::serving("r", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("r") else { return };
     let mut agent = lab.start_agent(
         TEMPLATE,
         &["-reloadwithsignal", "-interception", "iptables"],
@@ -294,9 +290,7 @@ fn config_directories_are_polled_and_reloaded_with_signal() {
 
 #[test]
 fn ipvs_layout_link_local_only() {
-    let Some(lab) = Lab::serving("v", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("v") else { return };
     // IPVS deployers give -localip the link-local address alone (the last
     // -localip wins, as with Go's flag package).
     let mut agent = lab.start_agent(
@@ -330,7 +324,7 @@ fn ipvs_layout_link_local_only() {
 
 #[test]
 fn ipv6_end_to_end_in_both_modes() {
-    let Some(lab) = Lab::serving("s", &V6) else {
+    let Some(lab) = Lab::serving_on("s", &V6) else {
         return;
     };
     let template = template_for(&V6);
@@ -377,9 +371,7 @@ fn ipv6_end_to_end_in_both_modes() {
 
 #[test]
 fn rolling_replacement_under_load() {
-    let Some(lab) = Lab::serving("u", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("u") else { return };
     for mode in ["iptables", "crashsafe"] {
         let mut agent = lab.start_agent(TEMPLATE, &["-interception", mode]);
         lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
@@ -435,9 +427,7 @@ fn without_interface_and_rules_for_a_pod_namespace() {
     // Cilium's local redirect runs node-cache in a pod's namespace with
     // -setupinterface=false -setupiptables=false, bound to an address the
     // pod already has (here the node's 10.244.0.1).
-    let Some(lab) = Lab::serving("c", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("c") else { return };
     // Upstream's addresses without a host for both metrics listeners: both
     // families, as upstream's Go listeners (a pod of an IPv6 cluster is
     // scraped at its IPv6 address).
@@ -552,9 +542,7 @@ fn a_port_conflict_leaves_no_rules() {
 /// other: node_cache_upgrade.rs.
 #[test]
 fn upgrade_hands_the_sockets_over_without_losing_a_query() {
-    let Some(lab) = Lab::serving("h", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("h") else { return };
     let u = Upgrades::new(&lab, TEMPLATE);
     u.same_mode_series();
 }
@@ -565,9 +553,7 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
 /// address the pod asked.
 #[test]
 fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
-    let Some(lab) = Lab::serving("m", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("m") else { return };
     let mut agent = Running(Some(
         lab.start_agent(TEMPLATE, &["-interception", "crashsafe"]),
     ));
@@ -629,7 +615,7 @@ fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
 /// again once the cluster DNS is back.
 #[test]
 fn ready_is_a_real_query_through_the_cache() {
-    let Some(mut lab) = Lab::serving("y", &V4) else {
+    let Some(mut lab) = Lab::serving("y") else {
         return;
     };
     // No cache in the cluster zone, so each probe goes to the cluster DNS.
@@ -673,12 +659,9 @@ fn ready_is_a_real_query_through_the_cache() {
 /// as usual, since nobody would be left to serve.
 #[test]
 fn a_dead_successor_leaves_the_old_instance_in_charge() {
-    let Some(lab) = Lab::serving("d", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("d") else { return };
     let flags = ["-interception", "crashsafe"];
-    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
-    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let mut old = lab.answering_agent(&flags, "old.log");
     let mut new = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "new.log")));
     wait_for("the hand-over", Duration::from_secs(10), || {
         lab.log_of("old.log").contains("serves on our")
@@ -710,12 +693,9 @@ fn a_dead_successor_leaves_the_old_instance_in_charge() {
 /// on with its interception intact.
 #[test]
 fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
-    let Some(lab) = Lab::serving("g", &V4) else {
-        return;
-    };
+    let Some(lab) = Lab::serving("g") else { return };
     let flags = ["-interception", "crashsafe"];
-    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
-    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let mut old = lab.answering_agent(&flags, "old.log");
     wait_for("the interception", Duration::from_secs(10), || {
         interception(&lab, "crashsafe").contains(V4.local)
     });
@@ -753,7 +733,7 @@ fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
 #[test]
 fn a_stop_forgets_the_conntrack_entries_of_its_replies() {
     for (tag, net) in [("ct4", &V4), ("ct6", &V6)] {
-        let Some(lab) = Lab::serving(tag, net) else {
+        let Some(lab) = Lab::serving_on(tag, net) else {
             return;
         };
         let cluster = net.cluster;

@@ -12,17 +12,22 @@ mod lab;
 
 use lab::*;
 
+/// [`Upgrades`] in a lab of `net` with its cluster DNS serving, on the
+/// template for `net`, given to `run`.
+fn upgrades(tag: &str, net: &'static Net, run: impl FnOnce(&Upgrades<'_>)) {
+    let Some(lab) = Lab::serving_on(tag, net) else {
+        return;
+    };
+    let template = template_for(net);
+    run(&Upgrades::new(&lab, &template));
+}
+
 /// As node_cache.rs's IPv4 upgrade test, over IPv6: ten crash-safe
 /// updates over UDP, three in iptables mode (ip6tables), three crash-safe
 /// over TCP.
 #[test]
 fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
-    let Some(lab) = Lab::serving("6", &V6) else {
-        return;
-    };
-    let template = template_for(&V6);
-    let u = Upgrades::new(&lab, &template);
-    u.same_mode_series();
+    upgrades("6", &V6, |u| u.same_mode_series());
 }
 
 /// Updates that change the interception mode, IPv4: iptables → crash-safe
@@ -32,26 +37,20 @@ fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
 /// longer puts its own back.
 #[test]
 fn upgrade_across_interception_modes_loses_nothing_and_leaves_nothing() {
-    let Some(lab) = Lab::serving("x", &V4) else {
-        return;
-    };
-    let template = template_for(&V4);
-    let u = Upgrades::new(&lab, &template);
-    u.series(
-        &["iptables", "crashsafe", "iptables", "crashsafe", "iptables"],
-        "udp",
-    );
-    u.series(&["crashsafe", "iptables", "crashsafe"], "tcp");
+    upgrades("x", &V4, |u| {
+        u.series(
+            &["iptables", "crashsafe", "iptables", "crashsafe", "iptables"],
+            "udp",
+        );
+        u.series(&["crashsafe", "iptables", "crashsafe"], "tcp");
+    });
 }
 
 /// The same across modes over IPv6 (ip6tables and the ip6 table).
 #[test]
 fn ipv6_upgrade_across_interception_modes() {
-    let Some(lab) = Lab::serving("y", &V6) else {
-        return;
-    };
-    let template = template_for(&V6);
-    let u = Upgrades::new(&lab, &template);
-    u.series(&["iptables", "crashsafe", "iptables", "crashsafe"], "udp");
-    u.series(&["crashsafe", "iptables"], "tcp");
+    upgrades("y", &V6, |u| {
+        u.series(&["iptables", "crashsafe", "iptables", "crashsafe"], "udp");
+        u.series(&["crashsafe", "iptables"], "tcp");
+    });
 }

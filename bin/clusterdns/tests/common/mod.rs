@@ -176,6 +176,13 @@ pub fn endpoint_slice_yaml(
     y
 }
 
+/// The endpoints of [`dual_and_headless_yaml`]'s slice `headless-1`.
+const HEADLESS_ENDPOINTS: [(&str, Option<&str>, bool); 3] = [
+    ("10.210.0.1", Some("h0"), true),
+    ("10.210.0.2", None, true),
+    ("10.210.0.3", None, false),
+];
+
 /// A dual-stack Service `dual` (port http/80) and a headless `headless`
 /// (port http/80) in `ns` with its EndpointSlice `headless-1`: 10.210.0.1
 /// (hostname `h0`) and 10.210.0.2 ready, 10.210.0.3 not ready, `ports` the
@@ -193,17 +200,7 @@ spec:
 {headless}---
 {slice}",
         headless = headless_service_yaml(ns, "headless", "http", 80),
-        slice = endpoint_slice_yaml(
-            ns,
-            "headless",
-            "headless-1",
-            &[
-                ("10.210.0.1", Some("h0"), true),
-                ("10.210.0.2", None, true),
-                ("10.210.0.3", None, false),
-            ],
-            ports,
-        ),
+        slice = endpoint_slice_yaml(ns, "headless", "headless-1", &HEADLESS_ENDPOINTS, ports),
     )
 }
 

@@ -214,9 +214,14 @@ impl Lab {
         Some(lab)
     }
 
+    /// [`Lab::serving_on`] IPv4.
+    pub fn serving(tag: &str) -> Option<Lab> {
+        Self::serving_on(tag, &V4)
+    }
+
     /// A lab of `net` (kube-proxy on iptables-nft) with its cluster DNS
     /// started ([`Lab::start_cluster_dns`]).
-    pub fn serving(tag: &str, net: &'static Net) -> Option<Lab> {
+    pub fn serving_on(tag: &str, net: &'static Net) -> Option<Lab> {
         let mut lab = Self::build(tag, net, "iptables-nft")?;
         lab.start_cluster_dns();
         Some(lab)
@@ -310,6 +315,14 @@ impl Lab {
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         cmd.spawn().unwrap()
+    }
+
+    /// An agent started with `flags` ([`Lab::start_agent_as`], logging to
+    /// `log`), once the node-local zone answers on the link-local address.
+    pub fn answering_agent(&self, flags: &[&str], log: &str) -> Running {
+        let agent = Running(Some(self.start_agent_as(TEMPLATE, flags, log)));
+        self.wait_answer(self.net.local, WHO, false, "198.51.100.1");
+        agent
     }
 
     /// A plain TCP listener on `ip:port` in the node namespace (no
