@@ -10,8 +10,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use clusterdns_test_support::{
-    Differential, Outcome, Query, TtlMode, assert_block_setup_errors_agree, compare,
-    compare_metrics, coredns_or_skip, exchange_from,
+    Differential, Outcome, Query, TtlMode, compare, compare_metrics, coredns_or_skip, exchange_from,
 };
 
 /// `q` over UDP from `from` to both servers; a description of each
@@ -143,8 +142,7 @@ fn policies_answer_as_coredns() {
 
 #[test]
 fn bad_arguments_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    let bodies = [
+    common::block_setup_errors_read_as_coredns(&[
         "acl {\n        deny net 10.0.0.0/8\n    }",
         "acl {\n        block foo\n    }",
         "acl {\n        block type\n    }",
@@ -158,6 +156,5 @@ fn bad_arguments_read_as_coredns() {
         "acl {\n        BLOCK TYPE A NET 10.0.0.0/8\n    }",
         "acl {\n        block type * foo\n    }",
         "acl example.org {\n        allow\n    }",
-    ];
-    assert_block_setup_errors_agree(&coredns, common::binary(), &bodies);
+    ]);
 }

@@ -12,33 +12,23 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
-    Differential, Query, Rig, ServerSpec, TtlMode, assert_setup_errors_agree, compare,
-    compare_metrics, coredns_or_skip, metric_samples,
+    Differential, Query, Rig, ServerSpec, TtlMode, compare, compare_metrics, coredns_or_skip,
+    metric_samples,
 };
 
 mod common;
 use common::ask_query_from as ask_from;
 use common::autopath::{
-    UPSTREAM, assert_walked, differs, lookups_of_each, pod_corefile, services_yaml, wait_both,
-    walk_differences,
+    HomeAndOther, UPSTREAM, assert_walked, differs, lookups_of_each, pod_corefile, wait_both,
+    walk_cases, walk_differences,
 };
 use common::netns::PodNetns;
 use common::{pod_at, rcode_name, rig_differential, start_upstream};
 
-/// A cluster Corefile as kubeadm writes it, with `pods verified` and
-/// autopath in its usual place.
-const COREFILE: &str = "
-.:@PORT@ {
-    bind 127.0.0.1
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig @KUBECONFIG@
-        pods verified
-    }
-    autopath @kubernetes
-    forward . 127.0.0.1:@UPSTREAM@
+/// [`common::autopath::COREFILE`] with `pods verified`.
+fn corefile() -> String {
+    common::autopath::COREFILE.replace("@PODS@", "pods verified")
 }
-";
 
 /// A Pod address for this test process: 127.171.X.Y (not
 /// [`common::pod_addr`]'s 127.172: `autopath_compact.rs` uses those).
@@ -52,52 +42,20 @@ fn a_pods_search_walk_is_answered_as_coredns_answers_it() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
     let up = start_upstream(&coredns, UPSTREAM);
-    let home = rig.namespace("ap17-home").expect("namespace");
-    let other = rig.namespace("ap17-other").expect("namespace");
-    let (h, o) = (home.name().to_string(), other.name().to_string());
-    rig.apply_yaml(&services_yaml(&o)).expect("services");
-    rig.apply_yaml(&services_yaml(&h)).expect("services");
+    let ns = HomeAndOther::create(&rig, "ap17-home", "ap17-other");
+    let (h, o) = (ns.home.clone(), ns.other.clone());
     let client = pod_ip(2);
     pod_at(&rig, &h, "client", None, client.into());
 
     let port = up.addr.port().to_string();
-    let d = rig_differential(&rig, COREFILE, &[("UPSTREAM", &port)]);
+    let d = rig_differential(&rig, &corefile(), &[("UPSTREAM", &port)]);
 
     // Both must know the pod and the other namespace's service first.
     let probe = Query::new(&format!("web.{o}.{h}.svc.cluster.local."), "A");
     let deadline = Instant::now() + Duration::from_secs(30);
     wait_both(&d, client, &probe, deadline, |r| rcode_name(r) == "NOERROR");
 
-    let first = format!("{h}.svc.cluster.local.");
-    let cases: Vec<(String, &str)> = vec![
-        // Found at once: the name as asked, no CNAME.
-        (format!("web.{first}"), "A"),
-        // Found in another namespace, then by its full name.
-        (format!("web.{o}.{first}"), "A"),
-        (format!("Web.{}.{}", o.to_uppercase(), first), "A"),
-        (format!("web.{o}.svc.{first}"), "A"),
-        (format!("web.{o}.svc.cluster.local.{first}"), "A"),
-        // NODATA and SRV, found on the way.
-        (format!("web.{o}.{first}"), "AAAA"),
-        (format!("_http._tcp.web.{o}.{first}"), "SRV"),
-        // An ExternalName on the way: its CNAME and the upstream's answer.
-        (format!("alias.{o}.{first}"), "A"),
-        (format!("alias.{first}"), "A"),
-        // Out to the upstream: the name as given is the last step.
-        (format!("ext.example.test.{first}"), "A"),
-        (format!("ext.example.test.{first}"), "AAAA"),
-        // Nothing anywhere: the first reply as it was.
-        (format!("nothing.example.test.{first}"), "A"),
-        (format!("nothing.{first}"), "TXT"),
-        // Exactly the first search domain: CoreDNS's TrimZone error.
-        (first.clone(), "A"),
-        // Not in the first search domain: no walk.
-        (format!("web.{o}.svc.cluster.local."), "A"),
-        ("ext.example.test.".to_string(), "A"),
-        (format!("web.{o}.svc.cluster.local.other.test."), "A"),
-        // Reverse zones are the plugin's too, but never a search domain.
-        ("1.0.96.10.in-addr.arpa.".to_string(), "PTR"),
-    ];
+    let cases = walk_cases(&h, &o);
     // Each also from an address that is no Pod's: no walk either.
     let failed = walk_differences(&d, client, &cases);
     // The walk happened (not just agreement on NXDOMAIN): a CNAME first.
@@ -157,20 +115,15 @@ fn a_resolv_conf_search_walk_is_answered_as_coredns_answers_it() {
 
 #[test]
 fn setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        common::binary(),
-        &[
-            ".:@P@ {\n    autopath\n    whoami\n}\n",
-            ".:@P@ {\n    autopath /nonexistent/resolv.conf\n    whoami\n}\n",
-            ".:@P@ {\n    autopath example.org /nonexistent/resolv.conf\n    whoami\n}\n",
-            ".:@P@ {\n    autopath @whoami\n    whoami\n}\n",
-            ".:@P@ {\n    autopath @kubernetes\n    whoami\n}\n",
-            ".:@P@ {\n    autopath @cache\n    cache\n    whoami\n}\n",
-            ".:@P@ {\n    autopath @kubernetes\n    autopath @whoami\n    whoami\n}\n",
-        ],
-    );
+    common::setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    autopath\n    whoami\n}\n",
+        ".:@P@ {\n    autopath /nonexistent/resolv.conf\n    whoami\n}\n",
+        ".:@P@ {\n    autopath example.org /nonexistent/resolv.conf\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @whoami\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @kubernetes\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @cache\n    cache\n    whoami\n}\n",
+        ".:@P@ {\n    autopath @kubernetes\n    autopath @whoami\n    whoami\n}\n",
+    ]);
 }
 
 /// glibc (`getent`) and musl (a static getaddrinfo client) in a Pod's
@@ -181,18 +134,15 @@ fn setup_errors_read_as_coredns() {
 fn glibc_and_musl_in_a_pod_walk_in_one_round_trip_as_with_coredns() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
-    let home = rig.namespace("ap17-glibc").expect("namespace");
-    let other = rig.namespace("ap17-gother").expect("namespace");
-    let (h, o) = (home.name().to_string(), other.name().to_string());
+    let ns = HomeAndOther::create(&rig, "ap17-glibc", "ap17-gother");
+    let (h, o) = (ns.home.clone(), ns.other.clone());
     let s = (std::process::id() % 250) as u8;
     let Some(pod) = PodNetns::create("ap17", &h, s) else {
         return;
     };
     let up = start_upstream(&coredns, UPSTREAM);
-    rig.apply_yaml(&services_yaml(&o)).expect("services");
-    rig.apply_yaml(&services_yaml(&h)).expect("services");
     pod_at(&rig, &h, "client", None, pod.pod_ip().into());
-    let corefile = pod_corefile(COREFILE, &pod, &up, &rig);
+    let corefile = pod_corefile(&corefile(), &pod, &up, &rig);
     let names = [
         format!("web.{o}"),
         "web".to_string(),
@@ -259,11 +209,8 @@ fn walks_served_from_the_cache_again_count_down_and_expire_as_coredns() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
     let up = start_upstream(&coredns, UPSTREAM_ANY_A);
-    let a = rig.namespace("ap17m-a").expect("namespace");
-    let b = rig.namespace("ap17m-b").expect("namespace");
-    let (na, nb) = (a.name().to_string(), b.name().to_string());
-    rig.apply_yaml(&services_yaml(&na)).expect("services");
-    rig.apply_yaml(&services_yaml(&nb)).expect("services");
+    let ns = HomeAndOther::create(&rig, "ap17m-a", "ap17m-b");
+    let (na, nb) = (ns.home.clone(), ns.other.clone());
     let (ca, cb) = (pod_ip(30), pod_ip(31));
     pod_at(&rig, &na, "client", None, ca.into());
     pod_at(&rig, &nb, "client", None, cb.into());

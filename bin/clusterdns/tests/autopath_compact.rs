@@ -12,34 +12,11 @@ use clusterdns_test_support::{Differential, Query, Rig, RunningServer};
 
 mod common;
 use common::autopath::{
-    UPSTREAM, assert_walked, differs, lookups_of_each, pod_corefile, services_yaml, wait_both,
-    walk_differences,
+    COREFILE, HomeAndOther, UPSTREAM, assert_walked, differs, lookups_of_each, pod_corefile,
+    wait_both, walk_cases, walk_differences,
 };
 use common::netns::PodNetns;
 use common::{pod_addr, pod_at, rcode_name as rcode, rig_differential_each, start_upstream};
-
-/// The cluster Corefile; `@PODS@` is the kubernetes block's Pod option.
-const COREFILE: &str = "
-.:@PORT@ {
-    bind 127.0.0.1
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig @KUBECONFIG@
-        @PODS@
-    }
-    autopath @kubernetes
-    forward . 127.0.0.1:@UPSTREAM@
-}
-";
-
-/// The Services `web` and `alias` in `home` and `other`, and the Pod
-/// `client` in `home` at `client`.
-fn objects(rig: &Rig, home: &str, other: &str, client: std::net::IpAddr) {
-    for ns in [other, home] {
-        rig.apply_yaml(&services_yaml(ns)).expect("services");
-    }
-    pod_at(rig, home, "client", None, client);
-}
 
 /// Both servers on [`COREFILE`], `@PODS@` being `reference` and `candidate`.
 fn between(rig: &Rig, up: &RunningServer, reference: &str, candidate: &str) -> Differential {
@@ -61,11 +38,10 @@ fn sync_deadline() -> Instant {
 fn compact_walks_answer_as_coredns_with_pods_verified() {
     let Some(rig) = Rig::get() else { return };
     let up = start_upstream(&rig.coredns(), UPSTREAM);
-    let home = rig.namespace("apc19-home").expect("namespace");
-    let other = rig.namespace("apc19-other").expect("namespace");
-    let (h, o) = (home.name().to_string(), other.name().to_string());
+    let ns = HomeAndOther::create(&rig, "apc19-home", "apc19-other");
+    let (h, o) = (ns.home.clone(), ns.other.clone());
     let client = pod_addr(2);
-    objects(&rig, &h, &o, client.into());
+    pod_at(&rig, &h, "client", None, client.into());
 
     let d = between(&rig, &up, "pods verified", "client_index compact");
     let first = format!("{h}.svc.cluster.local.");
@@ -74,24 +50,7 @@ fn compact_walks_answer_as_coredns_with_pods_verified() {
         rcode(o) == "NOERROR"
     });
 
-    let cases: Vec<(String, &str)> = vec![
-        (format!("web.{first}"), "A"),
-        (format!("web.{o}.{first}"), "A"),
-        (format!("Web.{}.{}", o.to_uppercase(), first), "A"),
-        (format!("web.{o}.svc.{first}"), "A"),
-        (format!("web.{o}.svc.cluster.local.{first}"), "A"),
-        (format!("web.{o}.{first}"), "AAAA"),
-        (format!("_http._tcp.web.{o}.{first}"), "SRV"),
-        (format!("alias.{o}.{first}"), "A"),
-        (format!("alias.{first}"), "A"),
-        (format!("ext.example.test.{first}"), "A"),
-        (format!("nothing.example.test.{first}"), "A"),
-        (format!("nothing.{first}"), "TXT"),
-        (first.clone(), "A"),
-        (format!("web.{o}.svc.cluster.local."), "A"),
-        ("ext.example.test.".to_string(), "A"),
-        ("1.0.96.10.in-addr.arpa.".to_string(), "PTR"),
-    ];
+    let cases = walk_cases(&h, &o);
     // Each also from an address that is no Pod's: no walk from either.
     let failed = walk_differences(&d, client, &cases);
     // The walk happened: a CNAME first.
@@ -158,16 +117,15 @@ fn pod_names_keep_the_pods_mode_answers_with_compact() {
 fn glibc_and_musl_in_a_pod_walk_as_with_coredns_pods_verified() {
     let Some(rig) = Rig::get() else { return };
     let coredns = rig.coredns();
-    let home = rig.namespace("apc19-glibc").expect("namespace");
-    let other = rig.namespace("apc19-gother").expect("namespace");
-    let (h, o) = (home.name().to_string(), other.name().to_string());
+    let ns = HomeAndOther::create(&rig, "apc19-glibc", "apc19-gother");
+    let (h, o) = (ns.home.clone(), ns.other.clone());
     // Another /30 than tests/autopath.rs's for the same process id.
     let s = ((std::process::id() + 125) % 250) as u8;
     let Some(pod) = PodNetns::create("apc19", &h, s) else {
         return;
     };
     let up = start_upstream(&coredns, UPSTREAM);
-    objects(&rig, &h, &o, pod.pod_ip().into());
+    pod_at(&rig, &h, "client", None, pod.pod_ip().into());
     let corefile = |pods: &str| pod_corefile(COREFILE, &pod, &up, &rig).replace("@PODS@", pods);
     let names = [
         format!("web.{o}"),

@@ -80,7 +80,7 @@ fn interface_name_with_except() {
 
 #[test]
 fn unknown_interface_is_a_config_error() {
-    let text = ops::config_error(".:1 {\n    bind nosuchif0\n}\n");
+    let text = common::config_error(".:1 {\n    bind nosuchif0\n}\n");
     assert!(
         text.contains("plugin/bind")
             && text.contains("not a valid IP address or interface name: \"nosuchif0\""),
@@ -133,12 +133,7 @@ fn wildcard_udp_replies_from_the_address_asked() {
 // sourced by the route back would come from the link address.
 #[test]
 fn wildcard_udp_replies_from_a_second_address_across_a_link() {
-    use common::netns::Netns;
-    let tag = std::process::id() % 10_000;
-    let (Some(srv), Some(cli)) = (
-        Netns::new(&format!("pktsrv{tag}")),
-        Netns::new(&format!("pktcli{tag}")),
-    ) else {
+    let Some((srv, cli)) = common::netns::Netns::pair("pktsrv", "pktcli") else {
         return;
     };
     srv.link("eth0", "10.201.0.1/24", &cli, "eth0", "10.201.0.9/24");
@@ -186,12 +181,7 @@ fn wildcard_udp_replies_from_a_second_address_across_a_link() {
 // the Pod link's gateway address, and the Pod would drop it.
 #[test]
 fn wildcard_udp_replies_through_a_clusterip_dnat() {
-    use common::netns::Netns;
-    let tag = std::process::id() % 10_000;
-    let (Some(node), Some(pod)) = (
-        Netns::new(&format!("dnatnode{tag}")),
-        Netns::new(&format!("dnatpod{tag}")),
-    ) else {
+    let Some((node, pod)) = common::netns::Netns::pair("dnatnode", "dnatpod") else {
         return;
     };
     node.link("cni0", "10.244.0.1/24", &pod, "eth0", "10.244.0.9/24");
@@ -205,12 +195,10 @@ fn wildcard_udp_replies_through_a_clusterip_dnat() {
     );
     let s = Server::start_in(&node, ".:{PORT} {\n    whoami\n}\n");
     let port = s.port;
-    node.sh(&format!(
-        "iptables -t nat -A PREROUTING -d 10.96.0.10/32 -p udp --dport 53 \
-           -j DNAT --to-destination 10.250.0.1:{port} && \
-         ip6tables -t nat -A PREROUTING -d fd00:96::10/128 -p udp --dport 53 \
-           -j DNAT --to-destination [fd20:250::1]:{port}"
-    ));
+    let v4 = format!("10.250.0.1:{port}");
+    node.dnat("iptables", "PREROUTING", "udp", "10.96.0.10/32", 53, &v4);
+    let v6 = format!("[fd20:250::1]:{port}");
+    node.dnat("ip6tables", "PREROUTING", "udp", "fd00:96::10/128", 53, &v6);
     for (from, to) in [
         ("10.244.0.9:0", "10.96.0.10:53"),
         ("[fd44::9]:0", "[fd00:96::10]:53"),

@@ -14,7 +14,7 @@ use clusterdns_test_support::{
     Differential, Query, Transport, TtlMode, compare, coredns_or_skip, exchange,
 };
 use differ::{
-    assert_metrics_agree, assert_setup_errors_agree, differential, disagreements, upstream,
+    assert_metrics_agree, differential, disagreements, setup_errors_read_as_coredns, upstream,
 };
 
 const UPSTREAM: &str = r#".:@PORT@ {
@@ -160,22 +160,18 @@ fn synthesis_agrees_for_each_option() {
 
 #[test]
 fn dns64_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        &[
-            ".:@P@ {\n    dns64 a b\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 foo\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 10.0.0.0/8\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 64:ff9b::1/33\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 64:ff9b::/24\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 64:ff9b::/104\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 64:ff9b::/129\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 {\n        prefix\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 {\n        prefix foo\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 {\n        bogus\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 64:1337::/96 {\n        translate_all\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    dns64 {\n        translate_all\n        allow_ipv4\n    }\n    dns64 64:1337::/96\n    whoami\n}\n",
-        ],
-    );
+    setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    dns64 a b\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 foo\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 10.0.0.0/8\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 64:ff9b::1/33\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 64:ff9b::/24\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 64:ff9b::/104\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 64:ff9b::/129\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 {\n        prefix\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 {\n        prefix foo\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 {\n        bogus\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 64:1337::/96 {\n        translate_all\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    dns64 {\n        translate_all\n        allow_ipv4\n    }\n    dns64 64:1337::/96\n    whoami\n}\n",
+    ]);
 }

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
-    Differential, Outcome, Query, RunningServer, ServerSpec, Transport,
-    assert_block_setup_errors_agree, coredns_or_skip, http_request,
+    Differential, Outcome, Query, RunningServer, ServerSpec, Transport, coredns_or_skip,
+    http_request,
 };
 
 /// A block on 127.0.0.1 with `body` (lines indented by four).
@@ -222,8 +222,7 @@ fn s_query(s: &RunningServer, q: &Query) {
 /// aside, where CoreDNS names no place).
 #[test]
 fn erratic_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    let bodies = [
+    common::block_setup_errors_read_as_coredns(&[
         "erratic {\n    drop 1 2\n}",
         "erratic {\n    drop x\n}",
         "erratic {\n    drop 2147483648\n}",
@@ -235,6 +234,5 @@ fn erratic_setup_errors_read_as_coredns() {
         "erratic {\n    delay 1 2ms 3\n}",
         "erratic {\n    large 3\n}",
         "erratic {\n    bogus\n}",
-    ];
-    assert_block_setup_errors_agree(&coredns, common::binary(), &bodies);
+    ]);
 }

@@ -74,7 +74,7 @@ fn consolidate_show_first() {
 #[test]
 fn invalid_errors_config_exits_before_serving() {
     let text =
-        ops::config_error(".:1 {\n    errors {\n        consolidate 1m re critical\n    }\n}\n");
+        common::config_error(".:1 {\n    errors {\n        consolidate 1m re critical\n    }\n}\n");
     assert!(text.contains("plugin/errors"), "{text}");
     assert!(text.contains("Corefile:3"), "{text}");
     assert!(

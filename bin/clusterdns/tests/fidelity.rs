@@ -278,28 +278,24 @@ fn process_log_lines_and_reload_metric_agree() {
     }
     let (pr, pc) = (process_logged(&r, 7), process_logged(&c, 7));
     assert_eq!(pc, pr, "after SIGUSR1");
-    for s in [&r, &c] {
-        s.signal("TERM").unwrap();
-    }
-    assert!(r.wait_exit(Duration::from_secs(10)).is_some());
-    assert!(c.wait_exit(Duration::from_secs(10)).is_some());
-    assert_eq!(
-        process_log(&c.log_all()),
-        process_log(&r.log_all()),
-        "after SIGTERM"
-    );
+    stop_both(&mut r, &mut c, "TERM");
 
     // SIGINT.
     let (mut r, mut c) = both(&coredns, corefile, &[]);
-    for s in [&r, &c] {
-        s.signal("INT").unwrap();
+    stop_both(&mut r, &mut c, "INT");
+}
+
+/// Sends `sig` to both servers: both exit, having logged the same.
+fn stop_both(r: &mut RunningServer, c: &mut RunningServer, sig: &str) {
+    for s in [&*r, &*c] {
+        s.signal(sig).expect("signal");
     }
     assert!(r.wait_exit(Duration::from_secs(10)).is_some());
     assert!(c.wait_exit(Duration::from_secs(10)).is_some());
     assert_eq!(
         process_log(&c.log_all()),
         process_log(&r.log_all()),
-        "after SIGINT"
+        "after SIG{sig}"
     );
 }
 

@@ -77,8 +77,7 @@ const COREFILE: &str =
 #[test]
 fn zone_answers_agree_with_coredns() {
     let coredns = coredns_or_skip!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    let dir = differ::zone_dir(&[("db.example.org", ZONE)]);
     let diff = differential(&coredns, COREFILE, dir.path());
     let mut queries = Vec::new();
     for (name, types) in [
@@ -159,8 +158,7 @@ const PART: &str = "@ IN A 192.0.2.77\nx IN CNAME @\n";
 #[test]
 fn includes_relative_names_and_two_zones_from_one_file() {
     let coredns = coredns_or_skip!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("db.multi"), MULTI).expect("write zone");
+    let dir = differ::zone_dir(&[("db.multi", MULTI)]);
     std::fs::create_dir(dir.path().join("inc")).expect("mkdir");
     std::fs::write(dir.path().join("inc/part.db"), PART).expect("write include");
     let corefile =
@@ -192,8 +190,7 @@ fn includes_relative_names_and_two_zones_from_one_file() {
 #[test]
 fn cname_targets_outside_the_zone_are_asked_of_the_server_block() {
     let coredns = coredns_or_skip!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    let dir = differ::zone_dir(&[("db.example.org", ZONE)]);
     // hosts has the target; names nobody has are REFUSED by the block.
     let corefile = ".:@PORT@ {\n    bind 127.0.0.1\n    hosts {\n        192.0.2.99 www.example.net\n        fallthrough\n    }\n    file @ZDIR@/db.example.org example.org\n}\n";
     let diff = differential(&coredns, corefile, dir.path());
@@ -244,8 +241,7 @@ fn whoami_port(d: &clusterdns_test_support::Difference) -> bool {
 #[test]
 fn zones_from_args_fallthrough_and_refusal_agree() {
     let coredns = coredns_or_skip!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    let dir = differ::zone_dir(&[("db.example.org", ZONE)]);
     std::fs::write(
         dir.path().join("db.fall"),
         "@ 60 IN SOA ns hm 1 2 3 4 5\n  60 IN NS ns\nwww 60 IN A 192.0.2.7\n",

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
+use common::netns::Netns;
 use common::run_ok;
 
 const UID: u32 = 65532;
@@ -57,68 +58,27 @@ fn json(path: &Path) -> Value {
 }
 
 /// A network namespace of this test's own, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn create(tag: &str) -> Option<Netns> {
-        let name = format!("cdns-image{tag}-{}", std::process::id());
-        let out = Command::new("ip")
-            .args(["netns", "add", &name])
-            .stdin(Stdio::null())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: `ip netns add` failed (root needed): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                return None;
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run `ip`: {e}");
-                return None;
-            }
-        }
-        let ns = Netns(name);
-        run_ok(Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]));
-        Some(ns)
-    }
-
-    /// `dig +short image.test A` at `server`:53 from the namespace: the answer, if any.
-    fn dig_image_test(&self, server: &str) -> Option<String> {
-        let out = self
-            .command("dig")
-            .args([
-                &format!("@{server}"),
-                "-p",
-                "53",
-                "+tries=1",
-                "+time=1",
-                "+short",
-            ])
-            .args(["image.test", "A"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("dig");
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (out.status.success() && !text.is_empty()).then_some(text)
-    }
-
-    fn command(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0, program]);
-        c
-    }
+fn netns(tag: &str) -> Option<Netns> {
+    Netns::new(&format!("cdns-image{tag}-{}", std::process::id()))
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .stdin(Stdio::null())
-            .status();
-    }
+/// `dig +short image.test A` at `server`:53 from `ns`: the answer, if any.
+fn dig_image_test(ns: &Netns, server: &str) -> Option<String> {
+    let out = ns
+        .command("dig")
+        .args([
+            &format!("@{server}"),
+            "-p",
+            "53",
+            "+tries=1",
+            "+time=1",
+            "+short",
+        ])
+        .args(["image.test", "A"])
+        .output()
+        .expect("dig");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
 }
 
 /// Unpacks the OCI archive into `dir/oci` and follows index -> manifest:
@@ -179,6 +139,21 @@ fn extract(dir: &Path, layer: &Path, only: &[&str]) -> PathBuf {
 
 struct Killed(Child);
 
+impl Killed {
+    /// Starts `cmd` (`what`, for the failure), its stdout and stderr to
+    /// the file `log`.
+    fn spawn(cmd: &mut Command, log: &Path, what: &str) -> Killed {
+        let log_file = std::fs::File::create(log).expect("log");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log"))
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
+        Killed(child)
+    }
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -233,7 +208,7 @@ fn image_config_layer_and_binary() {
     assert!(caps.contains("cap_net_bind_service=ep"), "{caps:?}");
 
     // Run it as the image would: uid 65532, port 53, in a namespace of ours.
-    let Some(ns) = Netns::create("") else {
+    let Some(ns) = netns("") else {
         if std::env::var("CLUSTERDNS_REQUIRE_IMAGE").is_ok_and(|v| v == "1") {
             panic!("cannot create a network namespace (CLUSTERDNS_REQUIRE_IMAGE=1)");
         }
@@ -251,9 +226,8 @@ fn image_config_layer_and_binary() {
     .expect("write Corefile");
     run_ok(Command::new("chmod").arg("0644").arg(&corefile));
     let log = dir.path().join("server.log");
-    let log_file = std::fs::File::create(&log).expect("log");
-    let server = ns
-        .command("setpriv")
+    let mut server = ns.command("setpriv");
+    server
         .args([
             &format!("--reuid={UID}"),
             &format!("--regid={UID}"),
@@ -263,16 +237,11 @@ fn image_config_layer_and_binary() {
         ])
         .arg(&bin)
         .arg("-conf")
-        .arg(&corefile)
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().expect("log"))
-        .stderr(log_file)
-        .spawn()
-        .expect("start the image's binary");
-    let mut server = Killed(server);
+        .arg(&corefile);
+    let mut server = Killed::spawn(&mut server, &log, "the image's binary");
     let deadline = Instant::now() + Duration::from_secs(20);
     let answer = loop {
-        if let Some(text) = ns.dig_image_test("127.0.0.1") {
+        if let Some(text) = dig_image_test(&ns, "127.0.0.1") {
             break text;
         }
         if let Ok(Some(status)) = server.0.try_wait() {
@@ -371,7 +340,7 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
     )
     .expect("write the template");
 
-    let Some(ns) = Netns::create("-nc") else {
+    let Some(ns) = netns("-nc") else {
         if std::env::var("CLUSTERDNS_REQUIRE_IMAGE").is_ok_and(|v| v == "1") {
             panic!("cannot create a network namespace (CLUSTERDNS_REQUIRE_IMAGE=1)");
         }
@@ -401,26 +370,21 @@ fn node_cache_image_makes_its_rules_with_its_own_tools() {
     };
     for mode in ["crashsafe", "iptables"] {
         let log = dir.path().join(format!("{mode}.log"));
-        let log_file = std::fs::File::create(&log).expect("log");
         let script = format!(
             "mount -t proc proc {root}/proc && exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
              chroot {root} /clusterdns node-cache -localip 169.254.20.10 -conf /etc/Corefile \
              -interception {mode}",
             root = rootfs.display()
         );
-        let agent = ns
-            .command("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log"))
-            .stderr(log_file)
-            .spawn()
-            .expect("start the agent");
-        let mut agent = Killed(agent);
+        // A mount namespace of its own, for the image's /proc.
+        let private = ["--mount", "--propagation", "private", "sh", "-c", &script];
+        let mut unshare = ns.command("unshare");
+        unshare.args(private);
+        let mut agent = Killed::spawn(&mut unshare, &log, "the agent");
         let text = || std::fs::read_to_string(&log).unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let answer = ns.dig_image_test("169.254.20.10");
+            let answer = dig_image_test(&ns, "169.254.20.10");
             if answer.as_deref() == Some("192.0.2.53") && installed(mode) {
                 break;
             }

@@ -34,13 +34,12 @@
 //! the role, the binary says which (a log line naming the verb and the
 //! resource) and `/ready` stays 503: it does not hang silently.
 //!
-//! Needs root (`ip netns`, `nft`, `unshare`, `setpriv`) and the rig's
+//! Needs root (`ip netns`, `iptables`, `unshare`, `setpriv`) and the rig's
 //! binaries (`scripts/rig build`); skipped with a message otherwise, unless
 //! `CLUSTERDNS_REQUIRE_RIG=1`.
 
 mod common;
 
-use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
@@ -49,11 +48,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{
-    PrivateRig, Rig, ServerProcess, eventually, netns_add, skip, workspace_root,
-};
+use clusterdns_test_support::{PrivateRig, Rig, ServerProcess, eventually, skip, workspace_root};
 use serde_json::Value as Json;
 
+use common::netns::{Netns, run};
 use common::run_ok;
 
 const NETNS: &str = "cdns16-pod";
@@ -69,107 +67,30 @@ const NO_UPSTREAM: &str = "192.0.2.53";
 const UID: &str = "65532";
 
 /// The pod's network namespace with its veth link, default route, blackhole
-/// upstream, kube-proxy-like DNAT and `/etc/netns/NAME/resolv.conf`; removed
-/// on drop.
-struct PodNetns {
-    etc: PathBuf,
+/// upstream and `/etc/netns/NAME/resolv.conf`; removed on drop. `None`
+/// (after [`skip`]) when namespaces cannot be made here.
+fn pod_netns() -> Option<Netns> {
+    // Left over from a run that was killed (the host end goes in `link_host`).
+    let _ = run(&["ip", "netns", "del", NETNS]);
+    let mut ns = Netns::new(NETNS)?;
+    ns.link_host(
+        HOST_LINK,
+        &format!("{HOST_ADDR}/30"),
+        POD_LINK,
+        &format!("{POD_ADDR}/30"),
+    );
+    ns.sh(&format!(
+        "ip route add default via {HOST_ADDR} && ip route add blackhole {NO_UPSTREAM}/32"
+    ));
+    ns.write_etc(&[("resolv.conf", &format!("nameserver {NO_UPSTREAM}\n"))]);
+    Some(ns)
 }
 
-impl PodNetns {
-    /// `None` (after [`skip`]) when namespaces cannot be made here.
-    fn create() -> Option<PodNetns> {
-        // Left over from a run that was killed.
-        let _ = Command::new("ip")
-            .args(["link", "del", HOST_LINK])
-            .stderr(Stdio::null())
-            .status();
-        let _ = Command::new("ip")
-            .args(["netns", "del", NETNS])
-            .stderr(Stdio::null())
-            .status();
-        if !netns_add(NETNS) {
-            return None;
-        }
-        let ns = PodNetns {
-            etc: Path::new("/etc/netns").join(NETNS),
-        };
-        let ip = |args: &[&str]| run_ok(Command::new("ip").args(args));
-        ip(&[
-            "link", "add", HOST_LINK, "type", "veth", "peer", "name", POD_LINK,
-        ]);
-        ip(&["link", "set", POD_LINK, "netns", NETNS]);
-        ip(&["addr", "add", &format!("{HOST_ADDR}/30"), "dev", HOST_LINK]);
-        ip(&["link", "set", HOST_LINK, "up"]);
-        ip(&["-n", NETNS, "link", "set", "lo", "up"]);
-        ip(&[
-            "-n",
-            NETNS,
-            "addr",
-            "add",
-            &format!("{POD_ADDR}/30"),
-            "dev",
-            POD_LINK,
-        ]);
-        ip(&["-n", NETNS, "link", "set", POD_LINK, "up"]);
-        ip(&["-n", NETNS, "route", "add", "default", "via", HOST_ADDR]);
-        ip(&[
-            "-n",
-            NETNS,
-            "route",
-            "add",
-            "blackhole",
-            &format!("{NO_UPSTREAM}/32"),
-        ]);
-        std::fs::create_dir_all(&ns.etc).expect("create /etc/netns/NAME");
-        std::fs::write(
-            ns.etc.join("resolv.conf"),
-            format!("nameserver {NO_UPSTREAM}\n"),
-        )
-        .expect("resolv.conf");
-        Some(ns)
-    }
-
-    /// kube-proxy's part: the `kubernetes` Service's address to `HOST_ADDR:relay_port`.
-    fn route_service(&self, relay_port: u16) {
-        let rules = format!(
-            "table ip cdns16 {{\n  chain out {{\n    type nat hook output priority -100;\n    \
-             ip daddr {SERVICE_HOST} tcp dport 443 dnat to {HOST_ADDR}:{relay_port};\n  }}\n}}\n"
-        );
-        let mut nft = Command::new("ip")
-            .args(["netns", "exec", NETNS, "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("nft");
-        nft.stdin
-            .take()
-            .expect("stdin")
-            .write_all(rules.as_bytes())
-            .expect("write rules");
-        let out = nft.wait_with_output().expect("nft");
-        assert!(
-            out.status.success(),
-            "nft: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for PodNetns {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.etc);
-        let _ = std::fs::remove_dir("/etc/netns");
-        for args in [
-            ["link", "del", HOST_LINK].as_slice(),
-            ["netns", "del", NETNS].as_slice(),
-        ] {
-            let _ = Command::new("ip")
-                .args(args)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
+/// kube-proxy's part: the `kubernetes` Service's address to `HOST_ADDR:relay_port`.
+fn route_service(ns: &Netns, relay_port: u16) {
+    let service = format!("{SERVICE_HOST}/32");
+    let relay = format!("{HOST_ADDR}:{relay_port}");
+    ns.dnat("iptables", "OUTPUT", "tcp", &service, 443, &relay);
 }
 
 /// Passes TCP connections on `HOST_ADDR:port` to `upstream`, byte for byte
@@ -398,7 +319,7 @@ impl Pod {
 }
 
 fn have_tools() -> bool {
-    for tool in ["ip", "nft", "unshare", "setpriv", "dig"] {
+    for tool in ["ip", "iptables", "unshare", "setpriv", "dig"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .stdout(Stdio::null())
@@ -421,11 +342,11 @@ fn the_pod_serves_with_the_granted_rbac_and_names_a_missing_verb() {
         return;
     };
     let rig = private.rig();
-    let Some(netns) = PodNetns::create() else {
+    let Some(netns) = pod_netns() else {
         return;
     };
     let relay = Relay::start(apiserver(rig));
-    netns.route_service(relay.port);
+    route_service(&netns, relay.port);
     let kustomization = workspace_root().join("deploy/cluster-dns");
     rig.kubectl(&["apply", "-k", kustomization.to_str().expect("utf-8")])
         .expect("kubectl apply -k deploy/cluster-dns");

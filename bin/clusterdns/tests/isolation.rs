@@ -34,27 +34,16 @@ const COREFILE: &str = "
 /// at `db_ip`.
 fn services(rig: &Rig, ns: &str, db_ip: &str) {
     rig.apply_yaml(&format!(
-        "{web}---
-apiVersion: v1
-kind: Service
-metadata: {{name: db, namespace: {ns}}}
-spec:
-  clusterIP: None
-  ports: [{{name: sql, port: 5432, protocol: TCP}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: db-1
-  namespace: {ns}
-  labels: {{kubernetes.io/service-name: db}}
-addressType: IPv4
-ports: [{{name: sql, port: 5432, protocol: TCP}}]
-endpoints:
-- addresses: [{db_ip}]
-  conditions: {{ready: true}}
-",
-        web = common::web_service_yaml(ns)
+        "{web}---\n{db}---\n{slice}",
+        web = common::web_service_yaml(ns),
+        db = common::headless_service_yaml(ns, "db", "sql", 5432),
+        slice = common::endpoint_slice_yaml(
+            ns,
+            "db",
+            "db-1",
+            &[(db_ip, None, true)],
+            "[{name: sql, port: 5432, protocol: TCP}]"
+        ),
     ))
     .expect("services");
 }

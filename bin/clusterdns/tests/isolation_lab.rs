@@ -13,11 +13,12 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+
 use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{PrivateRig, Rig, ScratchDir, ServerProcess};
+use common::netns::Netns;
 
 /// The lab's third octet: 10.249.`S`.0/24, one /30 per client.
 fn subnet() -> u8 {
@@ -33,84 +34,31 @@ fn addrs(i: u8) -> (String, String) {
     )
 }
 
-fn ip(args: &[&str]) {
-    let st = Command::new("ip").args(args).stdin(Stdio::null()).status();
-    assert!(st.is_ok_and(|s| s.success()), "ip {args:?}");
-}
-
 /// One client's network namespace, linked to the host by a veth pair;
 /// `/etc/netns/NAME` holds its `resolv.conf`. Removed on drop.
 struct Client {
-    netns: String,
-    host_link: String,
-    etc: PathBuf,
+    netns: Netns,
 }
 
 impl Client {
     /// Client `i` searching as a Pod of Kubernetes namespace `search_ns`.
     fn create(i: u8, search_ns: &str) -> Option<Client> {
         let id = std::process::id() % 10_000;
-        let netns = format!("isolab-{id}-{i}");
-        let made = Command::new("ip")
-            .args(["netns", "add", &netns])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !made {
-            clusterdns_test_support::skip(
-                "cannot create a network namespace (root and `ip` needed)",
-            );
-            return None;
-        }
-        let c = Client {
-            host_link: format!("isoh{id}x{i}"),
-            etc: Path::new("/etc/netns").join(&netns),
-            netns,
-        };
-        let peer = format!("ison{id}x{i}");
+        let mut netns = Netns::new(&format!("isolab-{id}-{i}"))?;
         let (host, own) = addrs(i);
-        ip(&[
-            "link",
-            "add",
-            &c.host_link,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &peer,
-        ]);
-        ip(&["link", "set", &peer, "netns", &c.netns]);
-        ip(&["addr", "add", &format!("{host}/30"), "dev", &c.host_link]);
-        ip(&["link", "set", &c.host_link, "up"]);
-        ip(&[
-            "-n",
-            &c.netns,
-            "addr",
-            "add",
+        netns.link_host(
+            &format!("isoh{id}x{i}"),
+            &format!("{host}/30"),
+            &format!("ison{id}x{i}"),
             &format!("{own}/30"),
-            "dev",
-            &peer,
-        ]);
-        ip(&["-n", &c.netns, "link", "set", &peer, "up"]);
-        ip(&["-n", &c.netns, "link", "set", "lo", "up"]);
-        common::netns::write_pod_etc(
-            &c.etc,
-            &host.to_string(),
-            search_ns,
-            "ndots:5 attempts:1 timeout:2",
         );
-        Some(c)
+        netns.write_pod_etc(&host, search_ns, "ndots:5 attempts:1 timeout:2");
+        Some(Client { netns })
     }
 
     /// A program in the namespace: its exit status and output.
     fn run(&self, argv: &[&str]) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.netns])
-            .args(argv)
-            .stdin(Stdio::null())
-            .output()
-            .expect("ip netns exec");
+        let out = self.netns.output(argv);
         format!(
             "{} {}",
             out.status.code().unwrap_or(-1),
@@ -148,23 +96,6 @@ impl Client {
             .and_then(|r| r.split(',').next())
             .unwrap_or("no reply")
             .to_string()
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.etc);
-        let _ = std::fs::remove_dir("/etc/netns");
-        for args in [
-            ["link", "del", &self.host_link].as_slice(),
-            ["netns", "del", &self.netns].as_slice(),
-        ] {
-            let _ = Command::new("ip")
-                .args(args)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
     }
 }
 

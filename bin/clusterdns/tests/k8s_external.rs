@@ -10,77 +10,53 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{Query, Rig, assert_setup_errors_agree, coredns_or_skip};
+use clusterdns_test_support::{Query, Rig};
 
 fn objects(ns: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: ext, namespace: {ns}}}
-spec:
-  externalIPs: [192.0.2.10, 192.0.2.11, 2001:db8::10]
-  ports: [{{name: http, port: 80, protocol: TCP}}, {{name: dns, port: 53, protocol: UDP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: lb, namespace: {ns}}}
-spec:
-  type: LoadBalancer
-  ports: [{{name: https, port: 443, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: lbh, namespace: {ns}}}
-spec:
-  type: LoadBalancer
-  ports: [{{name: https, port: 443, protocol: TCP}}, {{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: plain, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: noports, namespace: {ns}}}
-spec:
-  clusterIP: None
-  externalIPs: [192.0.2.30]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: hl, namespace: {ns}}}
-spec:
-  clusterIP: None
-  ports: [{{name: http, port: 8080, protocol: TCP}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: hl-1
-  namespace: {ns}
-  labels: {{kubernetes.io/service-name: hl}}
-addressType: IPv4
-endpoints:
-- addresses: [10.211.0.1]
-  hostname: web-0
-  conditions: {{ready: true}}
-- addresses: [10.211.0.2]
-  conditions: {{ready: true}}
-- addresses: [10.211.0.3]
-  conditions: {{ready: false}}
-ports: [{{name: http, port: 8080, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: hlx, namespace: {ns}}}
-spec:
-  clusterIP: None
+    let service = |name: &str, spec: &str| common::service_yaml(ns, name, spec);
+    [
+        service(
+            "ext",
+            "  externalIPs: [192.0.2.10, 192.0.2.11, 2001:db8::10]
+  ports: [{name: http, port: 80, protocol: TCP}, {name: dns, port: 53, protocol: UDP}]\n",
+        ),
+        service(
+            "lb",
+            "  type: LoadBalancer\n  ports: [{name: https, port: 443, protocol: TCP}]\n",
+        ),
+        service(
+            "lbh",
+            "  type: LoadBalancer
+  ports: [{name: https, port: 443, protocol: TCP}, {name: http, port: 80, protocol: TCP}]\n",
+        ),
+        service(
+            "plain",
+            "  ports: [{name: http, port: 80, protocol: TCP}]\n",
+        ),
+        service(
+            "noports",
+            "  clusterIP: None\n  externalIPs: [192.0.2.30]\n",
+        ),
+        common::headless_service_yaml(ns, "hl", "http", 8080),
+        common::endpoint_slice_yaml(
+            ns,
+            "hl",
+            "hl-1",
+            &[
+                ("10.211.0.1", Some("web-0"), true),
+                ("10.211.0.2", None, true),
+                ("10.211.0.3", None, false),
+            ],
+            "[{name: http, port: 8080, protocol: TCP}]",
+        ),
+        service(
+            "hlx",
+            "  clusterIP: None
   externalIPs: [192.0.2.20]
-  ports: [{{name: http, port: 80, protocol: TCP}}]
-"
-    )
+  ports: [{name: http, port: 80, protocol: TCP}]\n",
+        ),
+    ]
+    .join("---\n")
 }
 
 /// The upstream behind `fallthrough` and for LoadBalancer hostnames:
@@ -263,18 +239,13 @@ fn external_names_are_answered_as_coredns_answers_them() {
 
 #[test]
 fn setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        common::binary(),
-        &[
-            ".:@P@ {\n    k8s_external example.org {\n        ttl\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    k8s_external example.org {\n        ttl x\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    k8s_external example.org {\n        ttl 3601\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    k8s_external example.org {\n        ttl -1\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    k8s_external example.org {\n        apex\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    k8s_external example.org {\n        foo\n    }\n    whoami\n}\n",
-            ".:@P@ {\n    k8s_external example.org\n    whoami\n}\n",
-        ],
-    );
+    common::setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    k8s_external example.org {\n        ttl\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    k8s_external example.org {\n        ttl x\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    k8s_external example.org {\n        ttl 3601\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    k8s_external example.org {\n        ttl -1\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    k8s_external example.org {\n        apex\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    k8s_external example.org {\n        foo\n    }\n    whoami\n}\n",
+        ".:@P@ {\n    k8s_external example.org\n    whoami\n}\n",
+    ]);
 }

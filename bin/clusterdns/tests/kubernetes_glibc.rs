@@ -27,8 +27,8 @@ mod common;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use clusterdns_test_support::{
     Difference, Outcome, Response, Rig, ScratchDir, ServerProcess, TtlMode, compare, free_port,
-    rig_required,
 };
+use common::netns::Netns;
 
 /// The pod's `resolv.conf` (namespace `default`, as a pod in it gets) with
 /// `@ADDR@` the proxy's address.
@@ -95,141 +95,40 @@ fn start_server(
     (process, addr)
 }
 
-/// Skips (or fails, with `CLUSTERDNS_REQUIRE_RIG=1`) with a message.
-fn skip(why: &str) {
-    if rig_required() {
-        panic!("{why} (CLUSTERDNS_REQUIRE_RIG=1 makes this a failure)");
-    }
-    eprintln!("SKIPPED: {why}");
-}
-
-fn run(cmd: &mut Command) -> Output {
-    match cmd.stdin(Stdio::null()).output() {
-        Ok(o) => o,
-        Err(e) => panic!("running {cmd:?}: {e}"),
-    }
-}
-
-fn run_ok(cmd: &mut Command) {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A network namespace (the pod) linked to the host by a veth pair: host
 /// end `HOST` with 10.253.X.1/30, namespace end 10.253.X.2/30, and
 /// fd00::10/128 on its `lo` (a global IPv6 address, so glibc's AI_ADDRCONFIG
 /// asks for AAAA too), with `/etc/netns/NAME/{resolv.conf,hosts,nsswitch.conf}`.
 /// Deleted, with its veth pair and `/etc/netns/NAME`, on drop.
-struct Netns {
-    name: String,
-    host_link: String,
-    etc: PathBuf,
+struct Pod {
+    netns: Netns,
     /// The host end's address: where the server listens.
     server: String,
 }
 
-impl Netns {
+impl Pod {
     /// `None` when namespaces cannot be created here (not root, no `ip`).
-    fn create(name: &str, link: &str, subnet: u8) -> Option<Netns> {
-        let added = Command::new("ip")
-            .args(["netns", "add", name])
-            .stdin(Stdio::null())
-            .output();
-        match added {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                skip(&format!(
-                    "`ip netns add` failed (root needed): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ));
-                return None;
-            }
-            Err(e) => {
-                skip(&format!("cannot run `ip`: {e}"));
-                return None;
-            }
-        }
+    fn create(name: &str, link: &str, subnet: u8) -> Option<Pod> {
+        let mut netns = Netns::new(name)?;
         let server = format!("10.253.{subnet}.1");
-        let ns = Netns {
-            name: name.to_string(),
-            host_link: format!("{link}h"),
-            etc: Path::new("/etc/netns").join(name),
-            server: server.clone(),
-        };
-        let peer = format!("{link}n");
-        let ip = |args: &[&str]| run_ok(Command::new("ip").args(args));
-        ip(&[
-            "link",
-            "add",
-            &ns.host_link,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &peer,
-        ]);
-        ip(&["link", "set", &peer, "netns", name]);
-        ip(&["addr", "add", &format!("{server}/30"), "dev", &ns.host_link]);
-        ip(&["link", "set", &ns.host_link, "up"]);
-        ip(&[
-            "-n",
-            name,
-            "addr",
-            "add",
+        netns.link_host(
+            &format!("{link}h"),
+            &format!("{server}/30"),
+            &format!("{link}n"),
             &format!("10.253.{subnet}.2/30"),
-            "dev",
-            &peer,
+        );
+        netns.sh("ip addr add fd00::10/128 dev lo nodad");
+        netns.write_etc(&[
+            ("resolv.conf", &RESOLV_CONF.replace("@ADDR@", &server)),
+            ("hosts", "127.0.0.1 localhost\n::1 localhost\n"),
+            ("nsswitch.conf", "hosts: files dns\n"),
         ]);
-        ip(&["-n", name, "link", "set", &peer, "up"]);
-        ip(&["-n", name, "link", "set", "lo", "up"]);
-        ip(&[
-            "-n",
-            name,
-            "addr",
-            "add",
-            "fd00::10/128",
-            "dev",
-            "lo",
-            "nodad",
-        ]);
-        std::fs::create_dir_all(&ns.etc).expect("create /etc/netns/NAME");
-        for (file, text) in [
-            ("resolv.conf", RESOLV_CONF.replace("@ADDR@", &server)),
-            ("hosts", "127.0.0.1 localhost\n::1 localhost\n".to_string()),
-            ("nsswitch.conf", "hosts: files dns\n".to_string()),
-        ] {
-            std::fs::write(ns.etc.join(file), text).expect("write /etc/netns/NAME file");
-        }
-        Some(ns)
+        Some(Pod { netns, server })
     }
 
     /// `ip netns exec NAME ARGS...`.
     fn exec(&self, args: &[&str]) -> Output {
-        run(Command::new("ip")
-            .args(["netns", "exec", &self.name])
-            .args(args))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.etc);
-        // `/etc/netns` itself too, once no namespace uses it (fails otherwise).
-        let _ = std::fs::remove_dir("/etc/netns");
-        for args in [
-            ["link", "del", &self.host_link].as_slice(),
-            ["netns", "del", &self.name].as_slice(),
-        ] {
-            let _ = Command::new("ip")
-                .args(args)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
+        self.netns.output(args)
     }
 }
 
@@ -359,14 +258,14 @@ struct NsServer {
     // Fields drop in order: proxy and server stop before the namespace goes.
     proxy: Proxy,
     process: ServerProcess,
-    netns: Netns,
+    netns: Pod,
     _dir: ScratchDir,
 }
 
 impl NsServer {
     fn start(
         label: &'static str,
-        netns: Netns,
+        netns: Pod,
         program: &Path,
         kubeconfig: &Path,
         upstream: SocketAddr,
@@ -445,41 +344,10 @@ impl NsServer {
 
 fn objects(ns: &str) -> String {
     format!(
-        "{web}---
-apiVersion: v1
-kind: Service
-metadata: {{name: dual, namespace: {ns}}}
-spec:
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: headless, namespace: {ns}}}
-spec:
-  clusterIP: None
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: headless-1
-  namespace: {ns}
-  labels: {{kubernetes.io/service-name: headless}}
-addressType: IPv4
-endpoints:
-- addresses: [10.210.0.1]
-  hostname: h0
-  conditions: {{ready: true}}
-- addresses: [10.210.0.2]
-  conditions: {{ready: true}}
-- addresses: [10.210.0.3]
-  conditions: {{ready: false}}
-ports: [{{name: http, port: 8080, protocol: TCP}}]
----
-{extname}",
+        "{web}---\n{dual_and_headless}---\n{extname}",
         web = common::web_service_yaml(ns),
+        dual_and_headless =
+            common::dual_and_headless_yaml(ns, "[{name: http, port: 8080, protocol: TCP}]"),
         extname = common::external_name_yaml(ns, "extname", "ext.example.test")
     )
 }
@@ -490,11 +358,10 @@ fn glibc_search_path_walk_matches_coredns() {
     let pid = std::process::id();
     // Per-process subnets, so that two runs at once do not collide.
     let subnet = u8::try_from(pid % 120).unwrap_or(0) * 2;
-    let Some(ref_ns) = Netns::create(&format!("cdns-ref-{pid}"), &format!("cr{pid}"), subnet)
-    else {
+    let Some(ref_ns) = Pod::create(&format!("cdns-ref-{pid}"), &format!("cr{pid}"), subnet) else {
         return;
     };
-    let Some(cand_ns) = Netns::create(&format!("cdns-cand-{pid}"), &format!("cc{pid}"), subnet + 1)
+    let Some(cand_ns) = Pod::create(&format!("cdns-cand-{pid}"), &format!("cc{pid}"), subnet + 1)
     else {
         return;
     };

@@ -19,32 +19,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{
-    Differential, Outcome, PrivateRig, Query, Rig, ServerSpec, Transport, exchange,
-};
+use clusterdns_test_support::{Differential, Outcome, PrivateRig, Query, Rig, Transport, exchange};
 use common::torture::vmrss_kib;
 
 /// Both tests start a private rig (etcd + apiserver): one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const COREFILE: &str = "
-.:@PORT@ {
-    bind 127.0.0.1
-    ready 127.0.0.1:@PORT_READY@
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig @KUBECONFIG@
-    }
-}
-";
-
-/// The rig's CoreDNS (reference) and this package's clusterdns on `COREFILE`.
+/// The rig's CoreDNS (reference) and this package's clusterdns on
+/// [`common::kubernetes_ready_corefile`].
 fn servers(rig: &Rig) -> Differential {
-    Differential::between(
-        Some(rig),
-        ServerSpec::coredns(rig, COREFILE),
-        ServerSpec::clusterdns_at(common::binary(), COREFILE),
-    )
-    .expect("start CoreDNS and clusterdns on the private rig")
+    common::rig_differential(rig, &common::kubernetes_ready_corefile(""), &[])
 }
 
 fn private_rig() -> Option<PrivateRig> {
@@ -90,35 +74,19 @@ fn signal(pid: u32, sig: &str) {
 /// The outage test's objects: web (see [`web_objects`]) and a headless db
 /// with two endpoints.
 fn outage_objects() -> String {
-    format!("{NAMESPACE}---\n{}---\n{DB}", web_objects(80, "10.200.0.1"))
+    let db = common::headless_service_yaml("outage", "db", "pg", 5432);
+    let endpoints = [("10.200.1.1", None, true), ("10.200.1.2", None, true)];
+    let slice = common::endpoint_slice_yaml("outage", "db", "db-1", &endpoints, PG);
+    let web = web_objects(80, "10.200.0.1");
+    format!("{NAMESPACE}---\n{web}---\n{db}---\n{slice}")
 }
+
+const PG: &str = "[{name: pg, port: 5432, protocol: TCP}]";
 
 const NAMESPACE: &str = "
 apiVersion: v1
 kind: Namespace
 metadata: {name: outage}
-";
-
-const DB: &str = "apiVersion: v1
-kind: Service
-metadata: {name: db, namespace: outage}
-spec:
-  clusterIP: None
-  ports: [{name: pg, port: 5432, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: db-1
-  namespace: outage
-  labels: {kubernetes.io/service-name: db}
-addressType: IPv4
-endpoints:
-- addresses: [10.200.1.1]
-  conditions: {ready: true}
-- addresses: [10.200.1.2]
-  conditions: {ready: true}
-ports: [{name: pg, port: 5432, protocol: TCP}]
 ";
 
 /// The changes made once the apiserver is back: a new Service, web's port
@@ -139,30 +107,24 @@ spec:
 /// The Service web (ClusterIP 10.96.50.10, port `http` = `port`) and its
 /// EndpointSlice: one ready endpoint `web-0` at `endpoint`, target port 8080.
 fn web_objects(port: u16, endpoint: &str) -> String {
-    WEB.replace("@PORT@", &port.to_string())
-        .replace("@ENDPOINT@", endpoint)
-}
-
-const WEB: &str = "apiVersion: v1
+    let slice = common::endpoint_slice_yaml(
+        "outage",
+        "web",
+        "web-1",
+        &[(endpoint, Some("web-0"), true)],
+        "[{name: http, port: 8080, protocol: TCP}]",
+    );
+    format!(
+        "apiVersion: v1
 kind: Service
-metadata: {name: web, namespace: outage}
+metadata: {{name: web, namespace: outage}}
 spec:
   clusterIP: 10.96.50.10
-  ports: [{name: http, port: @PORT@, protocol: TCP}]
+  ports: [{{name: http, port: {port}, protocol: TCP}}]
 ---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-1
-  namespace: outage
-  labels: {kubernetes.io/service-name: web}
-addressType: IPv4
-endpoints:
-- addresses: [@ENDPOINT@]
-  hostname: web-0
-  conditions: {ready: true}
-ports: [{name: http, port: 8080, protocol: TCP}]
-";
+{slice}"
+    )
+}
 
 /// The known names of the outage test: `(name, type)`.
 const KNOWN: &[(&str, &str)] = &[

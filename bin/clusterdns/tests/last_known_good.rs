@@ -224,48 +224,32 @@ fn a_blackholed_upstream_gets_the_stale_answer_at_the_client_response_timer() {
 
 /// The Kubernetes test's objects: a ClusterIP Service and a headless one
 /// with an endpoint.
-const OBJECTS: &str = "
+fn objects() -> String {
+    let db = common::headless_service_yaml("lkg", "db", "pg", 5432);
+    let slice = common::endpoint_slice_yaml(
+        "lkg",
+        "db",
+        "db-1",
+        &[("10.200.61.1", None, true)],
+        "[{name: pg, port: 5432, protocol: TCP}]",
+    );
+    format!(
+        "
 apiVersion: v1
 kind: Namespace
-metadata: {name: lkg}
+metadata: {{name: lkg}}
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: web, namespace: lkg}
+metadata: {{name: web, namespace: lkg}}
 spec:
   clusterIP: 10.96.61.10
-  ports: [{name: http, port: 80, protocol: TCP}]
+  ports: [{{name: http, port: 80, protocol: TCP}}]
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: db, namespace: lkg}
-spec:
-  clusterIP: None
-  ports: [{name: pg, port: 5432, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: db-1
-  namespace: lkg
-  labels: {kubernetes.io/service-name: db}
-addressType: IPv4
-endpoints:
-- addresses: [10.200.61.1]
-  conditions: {ready: true}
-ports: [{name: pg, port: 5432, protocol: TCP}]
-";
-
-const K8S_COREFILE: &str = "
-.:@PORT@ {
-    bind 127.0.0.1
-    ready 127.0.0.1:@PORT_READY@
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig @KUBECONFIG@
-    }
-    cache 5
+{db}---
+{slice}"
+    )
 }
-";
 
 const K8S_KNOWN: &[(&str, &str)] = &[
     ("web.lkg.svc.cluster.local", "A"),
@@ -293,14 +277,9 @@ fn services_of_the_last_good_snapshot_are_never_nxdomain_while_the_apiserver_is_
         return;
     };
     let rig = private.rig();
-    rig.apply_yaml(OBJECTS).expect("create the objects");
-    let diff = Differential::between(
-        Some(rig),
-        ServerSpec::coredns(rig, K8S_COREFILE),
-        ServerSpec::clusterdns_at(common::binary(), K8S_COREFILE),
-    )
-    .expect("start CoreDNS and clusterdns on the private rig")
-    .with_ttl(TtlMode::Within(5));
+    rig.apply_yaml(&objects()).expect("create the objects");
+    let corefile = common::kubernetes_ready_corefile("    cache 5\n");
+    let diff = common::rig_differential(rig, &corefile, &[]).with_ttl(TtlMode::Within(5));
     let queries: Vec<Query> = K8S_KNOWN.iter().map(|(n, t)| Query::new(n, t)).collect();
     for q in &queries {
         diff.query_settled(q, Duration::from_secs(10))

@@ -5,7 +5,7 @@ mod common;
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Server, free_port, status};
@@ -16,13 +16,7 @@ fn run_until_exit(bin: &Path, corefile: &str, limit: Duration) -> (Option<i32>, 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("Corefile");
     std::fs::write(&path, corefile).expect("write");
-    let mut child = Command::new(bin)
-        .arg("-conf")
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start");
+    let mut child = common::spawn_conf(Command::new(bin), &path);
     let deadline = Instant::now() + limit;
     let code = loop {
         if let Ok(Some(st)) = child.try_wait() {

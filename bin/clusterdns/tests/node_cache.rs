@@ -10,7 +10,6 @@
 #[path = "common/nodecache.rs"]
 mod lab;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lab::*;
@@ -108,8 +107,7 @@ fn iptables_mode(lab: Option<Lab>) {
 
 #[test]
 fn crash_safe_mode_falls_back_at_once_on_kill_9() {
-    let Some(mut lab) = Lab::new("k") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("k") else { return };
     // The control: upstream's rules blackhole the node after kill -9.
     let mut agent = lab.start_agent(TEMPLATE, &["-interception", "iptables"]);
     lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
@@ -203,17 +201,10 @@ fn a_bad_corefile_leaves_no_rules_and_no_interface() {
 #[test]
 fn wrong_flags_fail_before_the_node_is_touched() {
     let Some(lab) = Lab::new("f") else { return };
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.node,
-            BIN,
-            "node-cache",
-            "-localip",
-            "169.254.20.10",
-            "-conf",
-        ])
+    let out = lab
+        .node
+        .command(BIN)
+        .args(["node-cache", "-localip", "169.254.20.10", "-conf"])
         .arg(lab.path("Corefile"))
         .args(["-syncinterval", "30"])
         .output()
@@ -226,9 +217,9 @@ fn wrong_flags_fail_before_the_node_is_touched() {
     // Invoked as `node-cache`.
     let link = lab.path("node-cache");
     std::os::unix::fs::symlink(BIN, &link).unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &lab.node])
-        .arg(&link)
+    let out = lab
+        .node
+        .command(&link)
         .args(["-localip", "nope", "-conf", "/x"])
         .output()
         .unwrap();
@@ -243,8 +234,7 @@ fn wrong_flags_fail_before_the_node_is_touched() {
 
 #[test]
 fn config_directories_are_polled_and_reloaded_with_signal() {
-    let Some(mut lab) = Lab::new("r") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("r") else { return };
     let mut agent = lab.start_agent(
         TEMPLATE,
         &["-reloadwithsignal", "-interception", "iptables"],
@@ -300,8 +290,7 @@ fn config_directories_are_polled_and_reloaded_with_signal() {
 
 #[test]
 fn ipvs_layout_link_local_only() {
-    let Some(mut lab) = Lab::new("v") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("v") else { return };
     // IPVS deployers give -localip the link-local address alone (the last
     // -localip wins, as with Go's flag package).
     let mut agent = lab.start_agent(
@@ -335,10 +324,9 @@ fn ipvs_layout_link_local_only() {
 
 #[test]
 fn ipv6_end_to_end_in_both_modes() {
-    let Some(mut lab) = Lab::build("s", &V6, "iptables-nft") else {
+    let Some(lab) = Lab::serving_on("s", &V6) else {
         return;
     };
-    lab.start_cluster_dns();
     let template = template_for(&V6);
     let mut agent = lab.start_agent(&template, &["-interception", "iptables"]);
     for ip in [V6.cluster, V6.local] {
@@ -383,8 +371,7 @@ fn ipv6_end_to_end_in_both_modes() {
 
 #[test]
 fn rolling_replacement_under_load() {
-    let Some(mut lab) = Lab::new("u") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("u") else { return };
     for mode in ["iptables", "crashsafe"] {
         let mut agent = lab.start_agent(TEMPLATE, &["-interception", mode]);
         lab.wait_answer("10.96.0.10", WHO, false, "198.51.100.1");
@@ -440,8 +427,7 @@ fn without_interface_and_rules_for_a_pod_namespace() {
     // Cilium's local redirect runs node-cache in a pod's namespace with
     // -setupinterface=false -setupiptables=false, bound to an address the
     // pod already has (here the node's 10.244.0.1).
-    let Some(mut lab) = Lab::new("c") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("c") else { return };
     // Upstream's addresses without a host for both metrics listeners: both
     // families, as upstream's Go listeners (a pod of an IPv6 cluster is
     // scraped at its IPv6 address).
@@ -491,8 +477,10 @@ fn a_missing_service_host_is_named_and_nothing_is_touched() {
     let base = lab.path("base");
     std::fs::create_dir_all(&base).unwrap();
     std::fs::write(base.join("Corefile.base"), TEMPLATE).unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &lab.node, BIN, "node-cache"])
+    let out = lab
+        .node
+        .command(BIN)
+        .arg("node-cache")
         .args([
             "-localip",
             "169.254.20.10,10.96.0.10",
@@ -554,12 +542,9 @@ fn a_port_conflict_leaves_no_rules() {
 /// other: node_cache_upgrade.rs.
 #[test]
 fn upgrade_hands_the_sockets_over_without_losing_a_query() {
-    let Some(mut lab) = Lab::new("h") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("h") else { return };
     let u = Upgrades::new(&lab, TEMPLATE);
-    u.series(&["crashsafe"; 11], "udp");
-    u.series(&["iptables"; 4], "udp");
-    u.series(&["crashsafe"; 4], "tcp");
+    u.same_mode_series();
 }
 
 /// Crash-safe mode's fallback for the link-local address: kill -9 under
@@ -568,8 +553,7 @@ fn upgrade_hands_the_sockets_over_without_losing_a_query() {
 /// address the pod asked.
 #[test]
 fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
-    let Some(mut lab) = Lab::new("l") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("m") else { return };
     let mut agent = Running(Some(
         lab.start_agent(TEMPLATE, &["-interception", "crashsafe"]),
     ));
@@ -631,8 +615,9 @@ fn crash_safe_link_local_falls_back_to_the_upstream_service_on_kill_9() {
 /// again once the cluster DNS is back.
 #[test]
 fn ready_is_a_real_query_through_the_cache() {
-    let Some(mut lab) = Lab::new("r") else { return };
-    lab.start_cluster_dns();
+    let Some(mut lab) = Lab::serving("y") else {
+        return;
+    };
     // No cache in the cluster zone, so each probe goes to the cluster DNS.
     let template = TEMPLATE.replace(
         "    cache {\n        success 9984 30\n        denial 9984 5\n    }\n",
@@ -674,11 +659,9 @@ fn ready_is_a_real_query_through_the_cache() {
 /// as usual, since nobody would be left to serve.
 #[test]
 fn a_dead_successor_leaves_the_old_instance_in_charge() {
-    let Some(mut lab) = Lab::new("d") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("d") else { return };
     let flags = ["-interception", "crashsafe"];
-    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
-    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let mut old = lab.answering_agent(&flags, "old.log");
     let mut new = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "new.log")));
     wait_for("the hand-over", Duration::from_secs(10), || {
         lab.log_of("old.log").contains("serves on our")
@@ -710,11 +693,9 @@ fn a_dead_successor_leaves_the_old_instance_in_charge() {
 /// on with its interception intact.
 #[test]
 fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
-    let Some(mut lab) = Lab::new("f") else { return };
-    lab.start_cluster_dns();
+    let Some(lab) = Lab::serving("g") else { return };
     let flags = ["-interception", "crashsafe"];
-    let mut old = Running(Some(lab.start_agent_as(TEMPLATE, &flags, "old.log")));
-    lab.wait_answer(V4.local, WHO, false, "198.51.100.1");
+    let mut old = lab.answering_agent(&flags, "old.log");
     wait_for("the interception", Duration::from_secs(10), || {
         interception(&lab, "crashsafe").contains(V4.local)
     });
@@ -752,10 +733,9 @@ fn a_successor_with_a_bad_corefile_leaves_everything_to_the_old_one() {
 #[test]
 fn a_stop_forgets_the_conntrack_entries_of_its_replies() {
     for (tag, net) in [("ct4", &V4), ("ct6", &V6)] {
-        let Some(mut lab) = Lab::build(tag, net, "iptables-nft") else {
+        let Some(lab) = Lab::serving_on(tag, net) else {
             return;
         };
-        lab.start_cluster_dns();
         let cluster = net.cluster;
         let fam = if net.host_bits == 32 { "ipv4" } else { "ipv6" };
         let mut agent = lab.start_agent(&template_for(net), &["-interception", "iptables"]);
@@ -774,7 +754,7 @@ fn a_stop_forgets_the_conntrack_entries_of_its_replies() {
                 "ip",
                 "netns",
                 "exec",
-                &lab.pod,
+                &lab.pod.name,
                 "dig",
                 "+short",
                 "+tries=1",

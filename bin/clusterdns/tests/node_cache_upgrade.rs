@@ -12,20 +12,22 @@ mod lab;
 
 use lab::*;
 
+/// [`Upgrades`] in a lab of `net` with its cluster DNS serving, on the
+/// template for `net`, given to `run`.
+fn upgrades(tag: &str, net: &'static Net, run: impl FnOnce(&Upgrades<'_>)) {
+    let Some(lab) = Lab::serving_on(tag, net) else {
+        return;
+    };
+    let template = template_for(net);
+    run(&Upgrades::new(&lab, &template));
+}
+
 /// As node_cache.rs's IPv4 upgrade test, over IPv6: ten crash-safe
 /// updates over UDP, three in iptables mode (ip6tables), three crash-safe
 /// over TCP.
 #[test]
 fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
-    let Some(mut lab) = Lab::build("6", &V6, "iptables-nft") else {
-        return;
-    };
-    lab.start_cluster_dns();
-    let template = template_for(&V6);
-    let u = Upgrades::new(&lab, &template);
-    u.series(&["crashsafe"; 11], "udp");
-    u.series(&["iptables"; 4], "udp");
-    u.series(&["crashsafe"; 4], "tcp");
+    upgrades("6", &V6, |u| u.same_mode_series());
 }
 
 /// Updates that change the interception mode, IPv4: iptables → crash-safe
@@ -35,26 +37,20 @@ fn ipv6_upgrade_hands_the_sockets_over_without_losing_a_query() {
 /// longer puts its own back.
 #[test]
 fn upgrade_across_interception_modes_loses_nothing_and_leaves_nothing() {
-    let Some(mut lab) = Lab::new("x") else { return };
-    lab.start_cluster_dns();
-    let template = template_for(&V4);
-    let u = Upgrades::new(&lab, &template);
-    u.series(
-        &["iptables", "crashsafe", "iptables", "crashsafe", "iptables"],
-        "udp",
-    );
-    u.series(&["crashsafe", "iptables", "crashsafe"], "tcp");
+    upgrades("x", &V4, |u| {
+        u.series(
+            &["iptables", "crashsafe", "iptables", "crashsafe", "iptables"],
+            "udp",
+        );
+        u.series(&["crashsafe", "iptables", "crashsafe"], "tcp");
+    });
 }
 
 /// The same across modes over IPv6 (ip6tables and the ip6 table).
 #[test]
 fn ipv6_upgrade_across_interception_modes() {
-    let Some(mut lab) = Lab::build("y", &V6, "iptables-nft") else {
-        return;
-    };
-    lab.start_cluster_dns();
-    let template = template_for(&V6);
-    let u = Upgrades::new(&lab, &template);
-    u.series(&["iptables", "crashsafe", "iptables", "crashsafe"], "udp");
-    u.series(&["crashsafe", "iptables"], "tcp");
+    upgrades("y", &V6, |u| {
+        u.series(&["iptables", "crashsafe", "iptables", "crashsafe"], "udp");
+        u.series(&["crashsafe", "iptables"], "tcp");
+    });
 }

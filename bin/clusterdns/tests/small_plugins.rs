@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 mod differ;
 
-use differ::{assert_setup_errors_agree, differential, disagreements, upstream};
+use differ::{
+    assert_setup_errors_agree, differential, disagreements, setup_errors_read_as_coredns, upstream,
+};
 
 use clusterdns_test_support::{Query, RunningServer, coredns_or_skip, log_lines};
 
@@ -107,18 +109,14 @@ fn bufsize_lowers_the_size_sent_upstream() {
 
 #[test]
 fn bufsize_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        &[
-            ".:@P@ {\n    bufsize 511\n    whoami\n}\n",
-            ".:@P@ {\n    bufsize 4097\n    whoami\n}\n",
-            ".:@P@ {\n    bufsize x\n    whoami\n}\n",
-            ".:@P@ {\n    bufsize 1232 1232\n    whoami\n}\n",
-            ".:@P@ {\n    bufsize\n    bufsize 600\n    whoami\n}\n",
-            ".:@P@ {\n    bufsize 512 {\n        foo\n    }\n    whoami\n}\n",
-        ],
-    );
+    setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    bufsize 511\n    whoami\n}\n",
+        ".:@P@ {\n    bufsize 4097\n    whoami\n}\n",
+        ".:@P@ {\n    bufsize x\n    whoami\n}\n",
+        ".:@P@ {\n    bufsize 1232 1232\n    whoami\n}\n",
+        ".:@P@ {\n    bufsize\n    bufsize 600\n    whoami\n}\n",
+        ".:@P@ {\n    bufsize 512 {\n        foo\n    }\n    whoami\n}\n",
+    ]);
 }
 
 /// An upstream (the reference) whose replies have authority and
@@ -176,15 +174,11 @@ fn minimal_trims_what_coredns_trims() {
 
 #[test]
 fn minimal_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        &[
-            ".:@P@ {\n    minimal foo\n    whoami\n}\n",
-            ".:@P@ {\n    minimal\n    minimal\n    whoami\n}\n",
-            ".:@P@ {\n    minimal {\n        foo\n    }\n    whoami\n}\n",
-        ],
-    );
+    setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    minimal foo\n    whoami\n}\n",
+        ".:@P@ {\n    minimal\n    minimal\n    whoami\n}\n",
+        ".:@P@ {\n    minimal {\n        foo\n    }\n    whoami\n}\n",
+    ]);
 }
 
 #[test]
@@ -346,15 +340,11 @@ fn nsid_answers_who_asks_as_coredns() {
 
 #[test]
 fn nsid_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        &[
-            ".:@P@ {\n    nsid a\n    nsid b\n    whoami\n}\n",
-            ".:@P@ {\n    nsid\n    whoami\n}\n",
-            ".:@P@ {\n    nsid \"two words\" three\n    whoami\n}\n",
-        ],
-    );
+    setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    nsid a\n    nsid b\n    whoami\n}\n",
+        ".:@P@ {\n    nsid\n    whoami\n}\n",
+        ".:@P@ {\n    nsid \"two words\" three\n    whoami\n}\n",
+    ]);
 }
 
 #[test]
@@ -432,18 +422,14 @@ fn local_counts_localhost_names_as_coredns() {
 
 #[test]
 fn local_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        &[
-            ".:@P@ {\n    local foo\n}\n",
-            ".:@P@ {\n    local {\n        localhost_prefix\n    }\n}\n",
-            ".:@P@ {\n    local {\n        localhost_prefix maybe\n    }\n}\n",
-            ".:@P@ {\n    local {\n        localhost_prefix on off\n    }\n}\n",
-            ".:@P@ {\n    local {\n        bogus\n    }\n}\n",
-            ".:@P@ {\n    local\n    local\n}\n",
-        ],
-    );
+    setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    local foo\n}\n",
+        ".:@P@ {\n    local {\n        localhost_prefix\n    }\n}\n",
+        ".:@P@ {\n    local {\n        localhost_prefix maybe\n    }\n}\n",
+        ".:@P@ {\n    local {\n        localhost_prefix on off\n    }\n}\n",
+        ".:@P@ {\n    local {\n        bogus\n    }\n}\n",
+        ".:@P@ {\n    local\n    local\n}\n",
+    ]);
 }
 
 #[test]
@@ -502,15 +488,11 @@ fn cancel_ends_forwards_attempts_as_coredns() {
 
 #[test]
 fn cancel_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    assert_setup_errors_agree(
-        &coredns,
-        &[
-            ".:@P@ {\n    cancel x\n    whoami\n}\n",
-            ".:@P@ {\n    cancel -1s\n    whoami\n}\n",
-            ".:@P@ {\n    cancel 0s\n    whoami\n}\n",
-            ".:@P@ {\n    cancel 1s 2s\n    whoami\n}\n",
-            ".:@P@ {\n    cancel 1s\n    cancel 2s\n    whoami\n}\n",
-        ],
-    );
+    setup_errors_read_as_coredns(&[
+        ".:@P@ {\n    cancel x\n    whoami\n}\n",
+        ".:@P@ {\n    cancel -1s\n    whoami\n}\n",
+        ".:@P@ {\n    cancel 0s\n    whoami\n}\n",
+        ".:@P@ {\n    cancel 1s 2s\n    whoami\n}\n",
+        ".:@P@ {\n    cancel 1s\n    cancel 2s\n    whoami\n}\n",
+    ]);
 }

@@ -13,9 +13,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{
-    Query, RunningServer, ServerSpec, assert_block_setup_errors_agree, coredns_or_skip, log_lines,
-};
+use clusterdns_test_support::{Query, RunningServer, ServerSpec, coredns_or_skip, log_lines};
 
 /// Both servers on `corefile`: the reference, then ours.
 fn both(coredns: &Path, corefile: &str) -> [RunningServer; 2] {
@@ -139,8 +137,7 @@ fn maxtcpqueries_closes_after_the_last_reply() {
 
 #[test]
 fn timeouts_setup_errors_read_as_coredns() {
-    let coredns = coredns_or_skip!();
-    let bodies = [
+    common::block_setup_errors_read_as_coredns(&[
         "timeouts",
         "timeouts 5s",
         "timeouts {\n        read\n    }",
@@ -163,8 +160,7 @@ fn timeouts_setup_errors_read_as_coredns() {
         "debug on",
         "debug {\n        foo\n    }",
         "debug\n    debug",
-    ];
-    assert_block_setup_errors_agree(&coredns, common::binary(), &bodies);
+    ]);
 }
 
 /// The `[DEBUG]` lines of a server's output.

@@ -14,7 +14,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::{Netns, run};
@@ -175,9 +175,8 @@ impl Lab {
             .append(true)
             .open(self.dir.path().join(format!("dns{i}.log")))
             .expect("log");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.dns[i - 1].name])
-            .arg(common::binary())
+        let child = self.dns[i - 1]
+            .command(common::binary())
             .arg("-conf")
             .arg(&cf)
             .stdout(log.try_clone().expect("log"))

@@ -5,6 +5,7 @@
 //! reference binary is not built (`scripts/rig build`), unless
 //! `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod common;
 mod differ;
 
 use std::path::Path;
@@ -80,8 +81,7 @@ const COREFILE: &str = "example.org:@PORT@ {\n    bind 127.0.0.1\n    file @ZDIR
 #[test]
 fn axfr_and_ixfr_send_the_same_records() {
     let coredns = coredns_or_skip!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    let dir = differ::zone_dir(&[("db.example.org", ZONE)]);
     let diff = differential(&coredns, COREFILE, dir.path());
     let (r, c) = (diff.reference.addr.port(), diff.candidate.addr.port());
     for (tool, args) in [
@@ -117,8 +117,7 @@ fn axfr_and_ixfr_send_the_same_records() {
 #[test]
 fn a_large_zone_comes_in_several_messages() {
     let coredns = coredns_or_skip!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("db.example.org"), big_zone(5000)).expect("write zone");
+    let dir = differ::zone_dir(&[("db.example.org", &big_zone(5000))]);
     let diff = differential(&coredns, COREFILE, dir.path());
     let (theirs, ttext) = transfer("dig", diff.reference.addr.port(), &["example.org", "AXFR"]);
     let (ours, otext) = transfer("dig", diff.candidate.addr.port(), &["example.org", "AXFR"]);
@@ -155,8 +154,7 @@ fn a_large_zone_comes_in_several_messages() {
 #[test]
 fn refusals_agree() {
     let coredns = coredns_or_skip!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("db.example.org"), ZONE).expect("write zone");
+    let dir = differ::zone_dir(&[("db.example.org", ZONE)]);
     std::fs::write(
         dir.path().join("db.other"),
         ZONE.replace("example.org.", "other.test."),
@@ -220,90 +218,36 @@ fn bad_arguments_read_as_coredns() {
 
 /// Services of every kind the cluster transfer sends, in namespace `ns`.
 fn cluster_objects(ns: &str) -> String {
-    format!(
-        "
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}, {{name: dns, port: 53, protocol: UDP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: plain, namespace: {ns}}}
-spec:
-  ports: [{{port: 8443, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: dual, namespace: {ns}}}
-spec:
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: headless, namespace: {ns}}}
-spec:
-  clusterIP: None
-  ports: [{{name: http, port: 80, protocol: TCP}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: headless-1
-  namespace: {ns}
-  labels: {{kubernetes.io/service-name: headless}}
-addressType: IPv4
-endpoints:
-- addresses: [10.210.0.1]
-  hostname: h0
-  conditions: {{ready: true}}
-- addresses: [10.210.0.2]
-  conditions: {{ready: true}}
-- addresses: [10.210.0.3]
-  conditions: {{ready: false}}
-ports: [{{name: http, port: 8080, protocol: TCP}}, {{port: 9090, protocol: TCP}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: headless-2
-  namespace: {ns}
-  labels: {{kubernetes.io/service-name: headless}}
-addressType: IPv4
-endpoints:
-- addresses: [10.210.1.1]
-  conditions: {{ready: true}}
-- addresses: [10.210.1.2]
-  conditions: {{ready: true}}
-- addresses: [10.210.1.3]
-  conditions: {{ready: true}}
-ports: [{{name: metrics, port: 9100, protocol: TCP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: extname, namespace: {ns}}}
-spec:
-  type: ExternalName
-  externalName: ext.example.test
----
-apiVersion: v1
-kind: Service
-metadata: {{name: extip, namespace: {ns}}}
-spec:
-  type: ExternalName
-  externalName: 192.0.2.9
----
-apiVersion: v1
-kind: Service
-metadata: {{name: np, namespace: {ns}}}
-spec:
-  type: NodePort
-  ports: [{{name: web, port: 8080, protocol: TCP}}]
-"
-    )
+    let service = |name: &str, spec: &str| common::service_yaml(ns, name, spec);
+    [
+        service(
+            "web",
+            "  ports: [{name: http, port: 80, protocol: TCP}, {name: dns, port: 53, protocol: UDP}]\n",
+        ),
+        service("plain", "  ports: [{port: 8443, protocol: TCP}]\n"),
+        common::dual_and_headless_yaml(
+            ns,
+            "[{name: http, port: 8080, protocol: TCP}, {port: 9090, protocol: TCP}]",
+        ),
+        common::endpoint_slice_yaml(
+            ns,
+            "headless",
+            "headless-2",
+            &[
+                ("10.210.1.1", None, true),
+                ("10.210.1.2", None, true),
+                ("10.210.1.3", None, true),
+            ],
+            "[{name: metrics, port: 9100, protocol: TCP}]",
+        ),
+        common::external_name_yaml(ns, "extname", "ext.example.test"),
+        common::external_name_yaml(ns, "extip", "192.0.2.9"),
+        service(
+            "np",
+            "  type: NodePort\n  ports: [{name: web, port: 8080, protocol: TCP}]\n",
+        ),
+    ]
+    .join("---\n")
 }
 
 /// A transfer's records with the SOA serial masked (each server counts

@@ -67,18 +67,8 @@ fn node(rig: &Rig, name: &str, zone: &str) {
 type Ep<'a> = (&'a str, bool, &'a str, &'a [&'a str]);
 
 fn slice_yaml(ns: &str, svc: &str, name: &str, family: &str, eps: &[Ep<'_>]) -> String {
-    let mut y = format!(
-        "apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {name}
-  namespace: {ns}
-  labels: {{kubernetes.io/service-name: {svc}}}
-addressType: {family}
-ports: [{{name: sql, port: 5432, protocol: TCP}}]
-endpoints:
-"
-    );
+    let mut y = common::endpoint_slice_head_yaml(ns, svc, name, family);
+    y.push_str("ports: [{name: sql, port: 5432, protocol: TCP}]\nendpoints:\n");
     for (ip, ready, zone, hints) in eps {
         y.push_str(&format!(
             "- addresses: [\"{ip}\"]\n  conditions: {{ready: {ready}}}\n"
@@ -97,15 +87,7 @@ endpoints:
 /// A headless Service with one EndpointSlice per (address family,
 /// endpoints), as YAML.
 fn headless_yaml(ns: &str, svc: &str, slices: &[(&str, &[Ep<'_>])]) -> String {
-    let mut y = format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: {svc}, namespace: {ns}}}
-spec:
-  clusterIP: None
-  ports: [{{name: sql, port: 5432, protocol: TCP}}]
-"
-    );
+    let mut y = common::headless_service_yaml(ns, svc, "sql", 5432);
     for (i, (family, eps)) in slices.iter().enumerate() {
         y.push_str("---\n");
         y.push_str(&slice_yaml(ns, svc, &format!("{svc}-{i}"), family, eps));

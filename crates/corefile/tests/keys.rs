@@ -229,17 +229,11 @@ fn schemes() {
 
 #[test]
 fn plugin_zone_arguments() {
-    assert_eq!(
-        normalize_zone("Cluster.Local"),
-        Ok("cluster.local.".to_string())
-    );
-    assert_eq!(
-        normalize_zone("10.0.0.0/8"),
-        Ok("10.in-addr.arpa.".to_string())
-    );
+    assert_eq!(normalize_zone("Cluster.Local"), Ok("cluster.local.".into()));
+    assert_eq!(normalize_zone("10.0.0.0/8"), Ok("10.in-addr.arpa.".into()));
     assert_eq!(
         normalize_zone("dns://example.org:53"),
-        Ok("example.org.".to_string())
+        Ok("example.org.".into())
     );
     assert_eq!(
         normalize_zone("10.0.0.0/23"),

@@ -446,25 +446,22 @@ fn namespaces_and_labels() {
 fn programming_duration_observed_on_publish() {
     let (mut index, counters) = index();
     index.apply(svc("ns", "web", &["10.8.0.1"], &[]));
-    let mut s = slice("ns", "web-1", "web", &[ep("10.8.1.1")], &[]);
-    s.metadata.annotations = Some(
-        [(
-            clusterdns_kubeindex::TRIGGER_TIME_ANNOTATION.to_owned(),
-            "2026-01-01T00:00:00Z".to_owned(),
-        )]
-        .into(),
-    );
-    index.apply(s);
+    // Each slice with a trigger time.
+    let triggered = |mut s: discovery::EndpointSlice| {
+        s.metadata.annotations = Some(
+            [(
+                clusterdns_kubeindex::TRIGGER_TIME_ANNOTATION.to_owned(),
+                "2026-01-01T00:00:00Z".to_owned(),
+            )]
+            .into(),
+        );
+        s
+    };
+    let web = slice("ns", "web-1", "web", &[ep("10.8.1.1")], &[]);
+    index.apply(triggered(web));
     // A slice of an unknown service: no observation (CoreDNS needs exactly one service).
-    let mut orphan = slice("ns", "nosvc-1", "nosvc", &[ep("10.8.1.2")], &[]);
-    orphan.metadata.annotations = Some(
-        [(
-            clusterdns_kubeindex::TRIGGER_TIME_ANNOTATION.to_owned(),
-            "2026-01-01T00:00:00Z".to_owned(),
-        )]
-        .into(),
-    );
-    index.apply(orphan);
+    let orphan = slice("ns", "nosvc-1", "nosvc", &[ep("10.8.1.2")], &[]);
+    index.apply(triggered(orphan));
     assert_eq!(counters.programming_observations(), 0);
     let snap = published(&mut index);
     assert_eq!(counters.programming_observations(), 1);

@@ -6,12 +6,12 @@
 //!
 //! Skipped with a message when the rig is not running, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clusterdns_kubeindex::{
-    ClientLimits, ClientSource, NoHooks, RateLimit, RequestObserver, Watch, WatchConfig,
-};
+use clusterdns_kubeindex::{ClientLimits, ClientSource, RateLimit, RequestObserver};
 use clusterdns_test_support::Rig;
 
 /// One observation.
@@ -80,17 +80,7 @@ async fn lists_and_watches_are_reported_like_client_go() {
         .await
         .expect("client");
     let tag = format!("observer-rig-{}", std::process::id());
-    let config = WatchConfig {
-        labels: Some(tag.clone()),
-        namespace_labels: Some(tag),
-        streaming_lists: false,
-        ..WatchConfig::default()
-    };
-    let watch = Watch::spawn(client, &config, Arc::new(NoHooks));
-    assert!(
-        watch.snapshots().wait_synced(Duration::from_secs(15)).await,
-        "no sync"
-    );
+    let watch = common::synced_watch(client, &tag, "the watch").await;
     // The three watches start right after their LISTs.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while log

@@ -11,10 +11,11 @@
 //! Runs on a private rig (the shared rig's binaries, free ports), taken down at the end;
 //! skipped with a message when the binaries are missing, unless `CLUSTERDNS_REQUIRE_RIG=1`.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
-use clusterdns_kubeindex::{ClientLimits, ClientSource, NoHooks, RateLimit, Watch, WatchConfig};
+use clusterdns_kubeindex::{ClientLimits, ClientSource, RateLimit};
 use clusterdns_test_support::{ApiRequest, PrivateRig};
 
 /// The LIST requests of the run tagged `tag` (its label selector), in arrival order; waits
@@ -43,17 +44,7 @@ async fn list_gaps(rig: &PrivateRig, limits: &ClientLimits, tag: &str) -> Vec<Du
         context: None,
     };
     let client = source.client_with(limits).await.expect("client");
-    let config = WatchConfig {
-        labels: Some(tag.to_string()),
-        namespace_labels: Some(tag.to_string()),
-        streaming_lists: false,
-        ..WatchConfig::default()
-    };
-    let watch = Watch::spawn(client, &config, Arc::new(NoHooks));
-    assert!(
-        watch.snapshots().wait_synced(Duration::from_secs(15)).await,
-        "{tag}: no sync"
-    );
+    let watch = common::synced_watch(client, tag, tag).await;
     drop(watch);
     let found = lists(rig, tag, 3).await;
     let uris: Vec<&str> = found.iter().map(|r| r.uri.as_str()).collect();

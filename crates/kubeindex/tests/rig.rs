@@ -167,6 +167,13 @@ impl Cluster {
     fn services(&self) -> Api<core::Service> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
+    /// Creates the [`selectorless`] Service `name` in the namespace.
+    async fn create_selectorless(&self, name: &str) {
+        self.services()
+            .create(&PostParams::default(), &selectorless(&self.ns, name))
+            .await
+            .expect("create the Service");
+    }
     fn slices(&self) -> Api<discovery::EndpointSlice> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
@@ -324,14 +331,8 @@ async fn survives_apiserver_outage_and_compaction() {
     let (c, counters, watch) = Cluster::start(rig.kubeconfig()).await;
     let snapshots = watch.snapshots();
     let ns = c.ns.clone();
-    c.services()
-        .create(&PostParams::default(), &selectorless(&ns, "before"))
-        .await
-        .unwrap();
-    c.services()
-        .create(&PostParams::default(), &selectorless(&ns, "doomed"))
-        .await
-        .unwrap();
+    c.create_selectorless("before").await;
+    c.create_selectorless("doomed").await;
     eventually(
         &snapshots,
         "services before the outage",
@@ -362,10 +363,7 @@ async fn survives_apiserver_outage_and_compaction() {
         .delete("doomed", &DeleteParams::default())
         .await
         .unwrap();
-    c.services()
-        .create(&PostParams::default(), &selectorless(&ns, "after"))
-        .await
-        .unwrap();
+    c.create_selectorless("after").await;
     let t = eventually(
         &snapshots,
         "changes after the restart",

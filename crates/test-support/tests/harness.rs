@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use clusterdns_test_support::{
-    Case, Difference, Differential, Outcome, Query, Rig, Section, ServerSpec, Table, TtlMode,
-    rig_or_skip,
+    Case, Difference, Differential, Outcome, Query, Rig, Section, ServerSpec, Table, TestNamespace,
+    TtlMode, rig_or_skip,
 };
 
 const COREFILE: &str = "\
@@ -61,6 +61,21 @@ fn coredns(rig: &Rig, name: &str, ttl: u32) -> ServerSpec {
         .var("TTL", &ttl.to_string())
 }
 
+/// A namespace `prefix…` holding [`objects`], and two reference CoreDNS
+/// servers on it, `a` and `b` (name, TTL), side by side.
+fn two_coredns(
+    rig: &Rig,
+    prefix: &str,
+    a: (&str, u32),
+    b: (&str, u32),
+) -> (TestNamespace, Differential) {
+    let ns = rig.namespace(prefix).expect("namespace");
+    rig.apply_yaml(&objects(ns.name())).expect("objects");
+    let diff = Differential::between(Some(rig), coredns(rig, a.0, a.1), coredns(rig, b.0, b.1))
+        .expect("start both");
+    (ns, diff)
+}
+
 fn queries(ns: &str) -> Vec<Query> {
     let mut qs = Vec::new();
     for q in [
@@ -84,14 +99,7 @@ fn queries(ns: &str) -> Vec<Query> {
 #[test]
 fn identical_coredns_servers_agree() {
     let rig = rig_or_skip!();
-    let ns = rig.namespace("harness-same").unwrap();
-    rig.apply_yaml(&objects(ns.name())).unwrap();
-    let diff = Differential::between(
-        Some(&rig),
-        coredns(&rig, "coredns-a", 5),
-        coredns(&rig, "coredns-b", 5),
-    )
-    .unwrap();
+    let (ns, diff) = two_coredns(&rig, "harness-same", ("coredns-a", 5), ("coredns-b", 5));
     for q in queries(ns.name()) {
         let c = diff.query_settled(&q, Duration::from_secs(3));
         c.assert_agree();
@@ -116,14 +124,12 @@ fn identical_coredns_servers_agree() {
 #[test]
 fn a_ttl_difference_is_reported() {
     let rig = rig_or_skip!();
-    let ns = rig.namespace("harness-ttl").unwrap();
-    rig.apply_yaml(&objects(ns.name())).unwrap();
-    let diff = Differential::between(
-        Some(&rig),
-        coredns(&rig, "coredns-ttl5", 5),
-        coredns(&rig, "coredns-ttl30", 30),
-    )
-    .unwrap();
+    let (ns, diff) = two_coredns(
+        &rig,
+        "harness-ttl",
+        ("coredns-ttl5", 5),
+        ("coredns-ttl30", 30),
+    );
     let name = format!("web.{}.svc.cluster.local", ns.name());
     let c = diff.query(&Query::new(&name, "A"));
     eprintln!("{c}");

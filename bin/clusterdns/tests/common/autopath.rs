@@ -6,7 +6,9 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clusterdns_test_support::{Differential, Outcome, Query, Rig, RunningServer, TtlMode, compare};
+use clusterdns_test_support::{
+    Differential, Outcome, Query, Rig, RunningServer, TestNamespace, TtlMode, compare,
+};
 
 use super::ask_query_from as ask;
 use super::netns::{PodNetns, musl_client, pod_lookups};
@@ -28,6 +30,80 @@ pub const UPSTREAM: &str = r#".:@PORT@ {
     }
 }
 "#;
+
+/// A cluster Corefile as kubeadm writes it, with autopath in its usual
+/// place; `@PODS@` is the kubernetes block's Pod option.
+pub const COREFILE: &str = "
+.:@PORT@ {
+    bind 127.0.0.1
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig @KUBECONFIG@
+        @PODS@
+    }
+    autopath @kubernetes
+    forward . 127.0.0.1:@UPSTREAM@
+}
+";
+
+/// The names a Pod of namespace `home` asks in a search walk (type, and
+/// the name as the client sends it: `first` is `home`'s first search
+/// domain), with the Services of [`services_yaml`] in `home` and `other`.
+pub fn walk_cases(home: &str, other: &str) -> Vec<(String, &'static str)> {
+    let (o, first) = (other, format!("{home}.svc.cluster.local."));
+    vec![
+        // Found at once: the name as asked, no CNAME.
+        (format!("web.{first}"), "A"),
+        // Found in another namespace, then by its full name.
+        (format!("web.{o}.{first}"), "A"),
+        (format!("Web.{}.{}", o.to_uppercase(), first), "A"),
+        (format!("web.{o}.svc.{first}"), "A"),
+        (format!("web.{o}.svc.cluster.local.{first}"), "A"),
+        // NODATA and SRV, found on the way.
+        (format!("web.{o}.{first}"), "AAAA"),
+        (format!("_http._tcp.web.{o}.{first}"), "SRV"),
+        // An ExternalName on the way: its CNAME and the upstream's answer.
+        (format!("alias.{o}.{first}"), "A"),
+        (format!("alias.{first}"), "A"),
+        // Out to the upstream: the name as given is the last step.
+        (format!("ext.example.test.{first}"), "A"),
+        (format!("ext.example.test.{first}"), "AAAA"),
+        // Nothing anywhere: the first reply as it was.
+        (format!("nothing.example.test.{first}"), "A"),
+        (format!("nothing.{first}"), "TXT"),
+        // Exactly the first search domain: CoreDNS's TrimZone error.
+        (first.clone(), "A"),
+        // Not in the first search domain: no walk.
+        (format!("web.{o}.svc.cluster.local."), "A"),
+        ("ext.example.test.".to_string(), "A"),
+        (format!("web.{o}.svc.cluster.local.other.test."), "A"),
+        // Reverse zones are the plugin's too, but never a search domain.
+        ("1.0.96.10.in-addr.arpa.".to_string(), "PTR"),
+    ]
+}
+
+/// Two namespaces of the rig, `home` and `other` (name prefixes), each
+/// with the Services of [`services_yaml`]; deleted when this drops.
+pub struct HomeAndOther {
+    _guards: [TestNamespace; 2],
+    pub home: String,
+    pub other: String,
+}
+
+impl HomeAndOther {
+    pub fn create(rig: &Rig, home: &str, other: &str) -> HomeAndOther {
+        let guards = [home, other].map(|p| rig.namespace(p).expect("namespace"));
+        let [home, other] = [0, 1].map(|i| guards[i].name().to_string());
+        for ns in [&other, &home] {
+            rig.apply_yaml(&services_yaml(ns)).expect("services");
+        }
+        HomeAndOther {
+            _guards: guards,
+            home,
+            other,
+        }
+    }
+}
 
 /// The Services of namespace `ns` a walk finds: `web` (ClusterIP, port
 /// `http`) and `alias` (ExternalName `ext.example.test`).

@@ -61,6 +61,23 @@ pub fn rig_differential_each(
     Differential::between(Some(rig), reference, candidate).expect("start both")
 }
 
+/// A Corefile serving the rig's cluster (`@KUBECONFIG@`) on 127.0.0.1,
+/// `ready` on `@PORT_READY@`, and `plugins` (directive lines, indented by
+/// four) after *kubernetes*.
+pub fn kubernetes_ready_corefile(plugins: &str) -> String {
+    format!(
+        "
+.:@PORT@ {{
+    bind 127.0.0.1
+    ready 127.0.0.1:@PORT_READY@
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig @KUBECONFIG@
+    }}
+{plugins}}}
+"
+    )
+}
+
 /// This binary alone on the rig's `corefile` (`@KUBECONFIG@` the rig's),
 /// with the template variables `vars`.
 pub fn start_on_rig(rig: &Rig, corefile: &str, vars: &[(&str, &str)]) -> RunningServer {
@@ -81,30 +98,130 @@ pub fn start_upstream(coredns: &std::path::Path, corefile: &str) -> RunningServe
         .expect("upstream")
 }
 
+/// A Service `name` in `ns` with `spec` (its lines, indented by two), as
+/// YAML.
+pub fn service_yaml(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{spec}"
+    )
+}
+
 /// A ClusterIP Service `web` in `ns` with the one port `http` (80/TCP), as
 /// YAML: the plain Service most Kubernetes tests ask for.
 pub fn web_service_yaml(ns: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, protocol: TCP}}]
-"
+    service_yaml(
+        ns,
+        "web",
+        "  ports: [{name: http, port: 80, protocol: TCP}]\n",
     )
 }
 
 /// An ExternalName Service `name` in `ns` for `target`, as YAML.
 pub fn external_name_yaml(ns: &str, name: &str, target: &str) -> String {
+    service_yaml(
+        ns,
+        name,
+        &format!("  type: ExternalName\n  externalName: {target}\n"),
+    )
+}
+
+/// A headless Service `name` in `ns` with one TCP port `port_name`/`port`,
+/// as YAML.
+pub fn headless_service_yaml(ns: &str, name: &str, port_name: &str, port: u16) -> String {
+    service_yaml(
+        ns,
+        name,
+        &format!(
+            "  clusterIP: None\n  ports: [{{name: {port_name}, port: {port}, protocol: TCP}}]\n"
+        ),
+    )
+}
+
+/// The head of an EndpointSlice `slice` of Service `service` in `ns` for
+/// addresses of `family` (`IPv4`, `IPv6`), as YAML: up to its
+/// `addressType`, the caller adding its endpoints and ports.
+pub fn endpoint_slice_head_yaml(ns: &str, service: &str, slice: &str, family: &str) -> String {
+    format!(
+        "apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {slice}
+  namespace: {ns}
+  labels: {{kubernetes.io/service-name: {service}}}
+addressType: {family}
+"
+    )
+}
+
+/// An IPv4 EndpointSlice `slice` of Service `service` in `ns`, as YAML:
+/// `endpoints` (address, hostname, ready) and then `ports` (the YAML list
+/// of its ports).
+pub fn endpoint_slice_yaml(
+    ns: &str,
+    service: &str,
+    slice: &str,
+    endpoints: &[(&str, Option<&str>, bool)],
+    ports: &str,
+) -> String {
+    let mut y = endpoint_slice_head_yaml(ns, service, slice, "IPv4");
+    y.push_str("endpoints:\n");
+    for (addr, hostname, ready) in endpoints {
+        y.push_str(&format!("- addresses: [{addr}]\n"));
+        if let Some(h) = hostname {
+            y.push_str(&format!("  hostname: {h}\n"));
+        }
+        y.push_str(&format!("  conditions: {{ready: {ready}}}\n"));
+    }
+    y.push_str(&format!("ports: {ports}\n"));
+    y
+}
+
+/// The endpoints of [`dual_and_headless_yaml`]'s slice `headless-1`.
+const HEADLESS_ENDPOINTS: [(&str, Option<&str>, bool); 3] = [
+    ("10.210.0.1", Some("h0"), true),
+    ("10.210.0.2", None, true),
+    ("10.210.0.3", None, false),
+];
+
+/// A dual-stack Service `dual` (port http/80) and a headless `headless`
+/// (port http/80) in `ns` with its EndpointSlice `headless-1`: 10.210.0.1
+/// (hostname `h0`) and 10.210.0.2 ready, 10.210.0.3 not ready, `ports` the
+/// slice's ports; as YAML.
+pub fn dual_and_headless_yaml(ns: &str, ports: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Service
-metadata: {{name: {name}, namespace: {ns}}}
+metadata: {{name: dual, namespace: {ns}}}
 spec:
-  type: ExternalName
-  externalName: {target}
-"
+  ipFamilyPolicy: RequireDualStack
+  ipFamilies: [IPv4, IPv6]
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+---
+{headless}---
+{slice}",
+        headless = headless_service_yaml(ns, "headless", "http", 80),
+        slice = endpoint_slice_yaml(ns, "headless", "headless-1", &HEADLESS_ENDPOINTS, ports),
     )
+}
+
+/// Asserts that each Corefile of `cases` (`@P@` a free port) is refused by
+/// the reference CoreDNS and by clusterdns with the same text, or started
+/// by both ([`clusterdns_test_support::assert_setup_errors_agree`]); skips
+/// without the reference CoreDNS (fails with `CLUSTERDNS_REQUIRE_RIG=1`).
+#[track_caller]
+pub fn setup_errors_read_as_coredns(cases: &[&str]) {
+    if let Some(coredns) = clusterdns_test_support::reference_coredns() {
+        clusterdns_test_support::assert_setup_errors_agree(&coredns, binary(), cases);
+    }
+}
+
+/// [`setup_errors_read_as_coredns`] on each of `bodies` in a server block
+/// ([`clusterdns_test_support::assert_block_setup_errors_agree`]).
+#[track_caller]
+pub fn block_setup_errors_read_as_coredns(bodies: &[&str]) {
+    if let Some(coredns) = clusterdns_test_support::reference_coredns() {
+        clusterdns_test_support::assert_block_setup_errors_agree(&coredns, binary(), bodies);
+    }
 }
 
 /// A port free for both UDP and TCP on 127.0.0.1 right now, below the
@@ -132,6 +249,17 @@ pub fn config_error(corefile: &str) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// Starts `cmd` (a server's binary, or a wrapper running it) on the
+/// Corefile at `path` (`-conf`), stdout and stderr piped.
+pub fn spawn_conf(mut cmd: Command, path: &std::path::Path) -> std::process::Child {
+    cmd.arg("-conf")
+        .arg(path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
 }
 
 /// Runs `cmd` with stdin closed, asserts that it succeeded (else fails
@@ -238,21 +366,11 @@ impl Server {
         let path = dir.path().join("Corefile");
         std::fs::write(&path, corefile.replace("{PORT}", &port.to_string()))
             .expect("write Corefile");
-        let mut cmd = match ns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", &ns.name]).arg(binary());
-                c
-            }
+        let cmd = match ns {
+            Some(ns) => ns.command(binary()),
             None => Command::new(binary()),
         };
-        let child = cmd
-            .arg("-conf")
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start clusterdns");
+        let child = spawn_conf(cmd, &path);
         let mut s = Server {
             child,
             port,

@@ -21,10 +21,13 @@ pub fn must(cmd: &str) {
     assert!(ok, "{cmd}: {out}");
 }
 
-/// A network namespace, deleted (with its interfaces) on drop.
+/// A network namespace, deleted (with its interfaces) on drop, with the
+/// host ends of its links to the host ([`Netns::link_host`]) and its
+/// `/etc/netns/NAME` files ([`Netns::write_etc`]).
 #[derive(Debug)]
 pub struct Netns {
     pub name: String,
+    host_links: Vec<String>,
 }
 
 impl Netns {
@@ -35,9 +38,22 @@ impl Netns {
         if !clusterdns_test_support::netns_add(name) {
             return None;
         }
-        let ns = Netns { name: name.into() };
+        let ns = Netns {
+            name: name.into(),
+            host_links: Vec::new(),
+        };
         ns.sh("ip link set lo up");
         Some(ns)
+    }
+
+    /// Two namespaces, `{a}N` and `{b}N` with N from this process's id
+    /// (two runs at once do not meet); `None` as for [`Netns::new`].
+    pub fn pair(a: &str, b: &str) -> Option<(Netns, Netns)> {
+        let tag = std::process::id() % 10_000;
+        Some((
+            Netns::new(&format!("{a}{tag}"))?,
+            Netns::new(&format!("{b}{tag}"))?,
+        ))
     }
 
     /// Runs `cmd` (`sh -c`) inside; panics when it fails.
@@ -55,6 +71,24 @@ impl Netns {
         ["ip", "netns", "exec", &self.name]
     }
 
+    /// `program` to run inside (`ip netns exec NAME program`), stdin from
+    /// /dev/null.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name])
+            .arg(program)
+            .stdin(std::process::Stdio::null());
+        c
+    }
+
+    /// `argv` run inside to its end: its output.
+    pub fn output(&self, argv: &[&str]) -> std::process::Output {
+        self.command(argv[0])
+            .args(&argv[1..])
+            .output()
+            .expect("ip netns exec")
+    }
+
     /// Links `self` (`dev`, `addr/prefix`) to `peer` (`peer_dev`,
     /// `peer_addr/prefix`) with a veth pair, both ends up.
     pub fn link(&self, dev: &str, addr: &str, peer: &Netns, peer_dev: &str, peer_addr: &str) {
@@ -64,6 +98,60 @@ impl Netns {
              ip -n {a} addr add {addr} dev {dev} && ip -n {a} link set {dev} up && \
              ip -n {b} addr add {peer_addr} dev {peer_dev} && ip -n {b} link set {peer_dev} up"
         ));
+    }
+
+    /// Links the host (`host_dev`, `host_addr/prefix`) to `self` (`dev`,
+    /// `addr/prefix`) with a veth pair, both ends up, as a Pod's link to
+    /// its node; the host end is deleted on drop. A host end of that name
+    /// left by a killed run goes first.
+    pub fn link_host(&mut self, host_dev: &str, host_addr: &str, dev: &str, addr: &str) {
+        let _ = run(&["ip", "link", "del", host_dev]);
+        let n = &self.name;
+        must(&format!(
+            "ip link add {host_dev} type veth peer name {dev} netns {n} && \
+             ip addr add {host_addr} dev {host_dev} && ip link set {host_dev} up && \
+             ip -n {n} addr add {addr} dev {dev} && ip -n {n} link set {dev} up"
+        ));
+        self.host_links.push(host_dev.into());
+    }
+
+    /// kube-proxy's iptables mode, one rule: `ipt` (`iptables`,
+    /// `ip6tables-legacy`...) DNATs `proto` packets to `dest` (`ADDR/BITS`)
+    /// port `dport` arriving through `chain` (`PREROUTING`, `OUTPUT`) of the
+    /// nat table to `to` (`ADDR:PORT`, `[ADDR6]:PORT`).
+    pub fn dnat(&self, ipt: &str, chain: &str, proto: &str, dest: &str, dport: u16, to: &str) {
+        self.sh(&format!(
+            "{ipt} -t nat -A {chain} -d {dest} -p {proto} --dport {dport} -j DNAT --to-destination {to}"
+        ));
+    }
+
+    /// The namespace's `/etc/netns/NAME`: what `ip netns exec` binds over
+    /// `/etc` for the programs run inside.
+    pub fn etc(&self) -> std::path::PathBuf {
+        std::path::Path::new("/etc/netns").join(&self.name)
+    }
+
+    /// Writes `files` (name, text) into [`Netns::etc`]; removed on drop.
+    pub fn write_etc(&self, files: &[(&str, &str)]) {
+        let etc = self.etc();
+        std::fs::create_dir_all(&etc).expect("/etc/netns/NAME");
+        for (file, text) in files {
+            std::fs::write(etc.join(file), text).expect("write /etc/netns/NAME file");
+        }
+    }
+
+    /// [`Netns::write_etc`] of a Pod of Kubernetes namespace `namespace`:
+    /// `resolv.conf` (`nameserver`, the Pod's search path, `options`),
+    /// `hosts` (localhost only) and `nsswitch.conf` (files, then dns).
+    pub fn write_pod_etc(&self, nameserver: &str, namespace: &str, options: &str) {
+        let resolv = format!(
+            "nameserver {nameserver}\nsearch {namespace}.svc.cluster.local svc.cluster.local cluster.local\noptions {options}\n"
+        );
+        self.write_etc(&[
+            ("resolv.conf", &resolv),
+            ("hosts", "127.0.0.1 localhost\n"),
+            ("nsswitch.conf", "hosts: files dns\n"),
+        ]);
     }
 
     /// Runs `f` on a thread of its own moved into this namespace.
@@ -91,24 +179,13 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.etc());
+        // Only when no other test's namespace still has files there.
+        let _ = std::fs::remove_dir("/etc/netns");
+        for dev in &self.host_links {
+            let _ = run(&["ip", "link", "del", dev]);
+        }
         let _ = run(&["ip", "netns", "del", &self.name]);
-    }
-}
-
-/// Writes the `/etc/netns/NAME` directory `etc` of a Pod of Kubernetes
-/// namespace `namespace`: `resolv.conf` (`nameserver`, the Pod's search path,
-/// `options`), `hosts` (localhost only) and `nsswitch.conf` (files, then dns).
-pub fn write_pod_etc(etc: &std::path::Path, nameserver: &str, namespace: &str, options: &str) {
-    std::fs::create_dir_all(etc).expect("/etc/netns/NAME");
-    let resolv = format!(
-        "nameserver {nameserver}\nsearch {namespace}.svc.cluster.local svc.cluster.local cluster.local\noptions {options}\n"
-    );
-    for (file, text) in [
-        ("resolv.conf", resolv.as_str()),
-        ("hosts", "127.0.0.1 localhost\n"),
-        ("nsswitch.conf", "hosts: files dns\n"),
-    ] {
-        std::fs::write(etc.join(file), text).expect("write /etc/netns/NAME file");
     }
 }
 
@@ -121,8 +198,6 @@ pub fn write_pod_etc(etc: &std::path::Path, nameserver: &str, namespace: &str, o
 pub struct PodNetns {
     pub netns: Netns,
     s: u8,
-    host_link: String,
-    etc: std::path::PathBuf,
 }
 
 impl PodNetns {
@@ -130,26 +205,16 @@ impl PodNetns {
     /// process; `s` picks its /30. `None` where namespaces cannot be made.
     pub fn create(tag: &str, namespace: &str, s: u8) -> Option<PodNetns> {
         let id = std::process::id() % 100_000;
-        let netns = Netns::new(&format!("{tag}g-{id}"))?;
-        let name = netns.name.clone();
-        let (host_link, peer) = (format!("{tag}h{id}"), format!("{tag}n{id}"));
-        must(&format!(
-            "ip link add {host_link} type veth peer name {peer} netns {name} && \
-             ip addr add 10.252.{s}.1/30 dev {host_link} && ip link set {host_link} up && \
-             ip -n {name} addr add 10.252.{s}.2/30 dev {peer} && ip -n {name} link set {peer} up"
-        ));
-        let pod = PodNetns {
-            netns,
-            s,
-            host_link,
-            etc: std::path::Path::new("/etc/netns").join(&name),
-        };
-        write_pod_etc(
-            &pod.etc,
-            &pod.nameserver().to_string(),
-            namespace,
-            "ndots:5",
+        let mut netns = Netns::new(&format!("{tag}g-{id}"))?;
+        netns.link_host(
+            &format!("{tag}h{id}"),
+            &format!("10.252.{s}.1/30"),
+            &format!("{tag}n{id}"),
+            &format!("10.252.{s}.2/30"),
         );
+        let pod = PodNetns { netns, s };
+        pod.netns
+            .write_pod_etc(&pod.nameserver().to_string(), namespace, "ndots:5");
         Some(pod)
     }
 
@@ -170,27 +235,12 @@ impl PodNetns {
 
     /// A program in the namespace: exit status and stdout.
     pub fn run(&self, argv: &[&str]) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.netns.name])
-            .args(argv)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("ip netns exec");
+        let out = self.netns.output(argv);
         format!(
             "{} {}",
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout)
         )
-    }
-}
-
-impl Drop for PodNetns {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.etc);
-        // Only when no other test's namespace still has files there.
-        let _ = std::fs::remove_dir("/etc/netns");
-        let _ = run(&["ip", "link", "del", &self.host_link]);
-        // The namespace itself goes when `netns` drops.
     }
 }
 

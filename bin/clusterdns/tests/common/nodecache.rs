@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "netns.rs"]
@@ -70,15 +70,15 @@ pub struct Lab {
     /// The node's iptables (kube-proxy's backend): `iptables-nft` or
     /// `iptables-legacy`.
     pub ipt: &'static str,
-    pub pod: String,
-    pub node: String,
-    pub cdns: String,
+    pub pod: Netns,
+    pub node: Netns,
+    pub cdns: Netns,
     pub dir: tempfile::TempDir,
     pub children: Vec<Child>,
 }
 
-/// The lab's commands are the netns module's.
-pub use netns::{must, run};
+/// The lab's commands and namespaces are the netns module's.
+pub use netns::{Netns, must, run};
 
 /// [`TEMPLATE`] with its health listener on `net`'s local address (the
 /// template names the IPv4 one; IPv6 in brackets).
@@ -150,11 +150,9 @@ impl Lab {
     /// detect that backend.
     pub fn build(tag: &str, net: &'static Net, ipt: &'static str) -> Option<Lab> {
         let id = format!("{tag}{}", std::process::id());
-        let (pod, node, cdns) = (format!("p{id}"), format!("n{id}"), format!("c{id}"));
-        if !run(&["ip", "netns", "add", &pod]).0 {
-            eprintln!("skipped: cannot create network namespaces (needs root)");
-            return None;
-        }
+        let pod = Netns::new(&format!("p{id}"))?;
+        let node = Netns::new(&format!("n{id}"))?;
+        let cdns = Netns::new(&format!("c{id}"))?;
         let ipt: &'static str = if net.host_bits == 32 {
             ipt
         } else if ipt == "iptables-nft" {
@@ -171,8 +169,6 @@ impl Lab {
             dir: tempfile::tempdir().unwrap(),
             children: Vec::new(),
         };
-        let (p, n, c) = (&lab.pod, &lab.node, &lab.cdns);
-        must(&format!("ip netns add {n} && ip netns add {c}"));
         let Net {
             cluster,
             upstream,
@@ -186,18 +182,15 @@ impl Lab {
             ..
         } = net;
         let dad = if *host_bits == 128 { " nodad" } else { "" };
-        must(&format!(
-            "ip -n {n} link add vpod type veth peer name eth0 netns {p} && \
-             ip -n {n} link add vcdns type veth peer name eth0 netns {c} && \
-             {ip} -n {n} addr add {node_pod}/{prefix} dev vpod{dad} && \
-             {ip} -n {n} addr add {node_cdns}/{prefix} dev vcdns{dad} && \
-             ip -n {n} link set vpod up && ip -n {n} link set vcdns up && ip -n {n} link set lo up && \
-             {ip} -n {p} addr add {pod}/{prefix} dev eth0{dad} && ip -n {p} link set eth0 up && ip -n {p} link set lo up && \
-             {ip} -n {p} route add default via {node_pod} && \
-             {ip} -n {c} addr add {cdns}/{prefix} dev eth0{dad} && ip -n {c} link set eth0 up && ip -n {c} link set lo up && \
-             {ip} -n {c} route add default via {node_cdns} && \
-             {ip} -n {n} route add default via {cdns} && \
-             ip netns exec {n} sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"
+        let on_link = |addr: &str| format!("{addr}/{prefix}{dad}");
+        let (n, p, c) = (&lab.node, &lab.pod, &lab.cdns);
+        n.link("vpod", &on_link(node_pod), p, "eth0", &on_link(pod));
+        n.link("vcdns", &on_link(node_cdns), c, "eth0", &on_link(cdns));
+        p.sh(&format!("{ip} route add default via {node_pod}"));
+        c.sh(&format!("{ip} route add default via {node_cdns}"));
+        n.sh(&format!(
+            "{ip} route add default via {cdns} && \
+             sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"
         ));
         // kube-proxy, iptables mode: both Services DNAT to the cluster DNS.
         let to = if net.host_bits == 32 {
@@ -213,12 +206,24 @@ impl Lab {
         for svc in [cluster, upstream] {
             for proto in ["udp", "tcp"] {
                 for chain in ["PREROUTING", "OUTPUT"] {
-                    must(&format!(
-                        "ip netns exec {n} {ipt_bin} -t nat -A {chain} -d {svc}/{host_bits} -p {proto} --dport 53 -j DNAT --to-destination {to}"
-                    ));
+                    let dest = format!("{svc}/{host_bits}");
+                    lab.node.dnat(&ipt_bin, chain, proto, &dest, 53, &to);
                 }
             }
         }
+        Some(lab)
+    }
+
+    /// [`Lab::serving_on`] IPv4.
+    pub fn serving(tag: &str) -> Option<Lab> {
+        Self::serving_on(tag, &V4)
+    }
+
+    /// A lab of `net` (kube-proxy on iptables-nft) with its cluster DNS
+    /// started ([`Lab::start_cluster_dns`]).
+    pub fn serving_on(tag: &str, net: &'static Net) -> Option<Lab> {
+        let mut lab = Self::build(tag, net, "iptables-nft")?;
+        lab.start_cluster_dns();
         Some(lab)
     }
 
@@ -231,8 +236,10 @@ impl Lab {
     pub fn start_cluster_dns(&mut self) {
         let cf = self.path("cdns.Corefile");
         std::fs::write(&cf, CDNS_COREFILE.replace("10.244.1.2", self.net.cdns)).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.cdns, BIN, "-quiet", "-conf"])
+        let child = self
+            .cdns
+            .command(BIN)
+            .args(["-quiet", "-conf"])
             .arg(&cf)
             .stdout(Stdio::null())
             .spawn()
@@ -283,8 +290,8 @@ impl Lab {
         )
         .unwrap();
         let log = std::fs::File::create(self.path(log)).unwrap();
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.node, BIN, "node-cache"])
+        let mut cmd = self.node.command(BIN);
+        cmd.arg("node-cache")
             .arg("-basecorefile")
             .arg(base.join("Corefile.base"))
             .arg("-conf")
@@ -310,12 +317,21 @@ impl Lab {
         cmd.spawn().unwrap()
     }
 
+    /// An agent started with `flags` ([`Lab::start_agent_as`], logging to
+    /// `log`), once the node-local zone answers on the link-local address.
+    pub fn answering_agent(&self, flags: &[&str], log: &str) -> Running {
+        let agent = Running(Some(self.start_agent_as(TEMPLATE, flags, log)));
+        self.wait_answer(self.net.local, WHO, false, "198.51.100.1");
+        agent
+    }
+
     /// A plain TCP listener on `ip:port` in the node namespace (no
     /// `SO_REUSEPORT`, as Go's `http.ListenAndServe`), for the caller to
     /// stop.
     pub fn plain_listener(&self, ip: &str, port: u16) -> Child {
-        Command::new("ip")
-            .args(["netns", "exec", &self.node, "python3", "-c"])
+        self.node
+            .command("python3")
+            .arg("-c")
             .arg(format!(
                 "import socket,time\ns=socket.socket()\ns.bind(('{ip}',{port}))\n\
                  s.listen()\ntime.sleep(3600)"
@@ -336,9 +352,8 @@ impl Lab {
 
     /// `dig +short` from the pod.
     pub fn dig(&self, server: &str, name: &str, tcp: bool) -> String {
-        let mut a = vec![
-            "ip", "netns", "exec", &self.pod, "dig", "+short", "+tries=1", "+time=1",
-        ];
+        let mut a = self.pod.exec().to_vec();
+        a.extend(["dig", "+short", "+tries=1", "+time=1"]);
         let at = format!("@{server}");
         a.push(&at);
         a.push(name);
@@ -370,14 +385,8 @@ impl Lab {
     /// uses: a reply from another source is not taken); the time from
     /// `since` to that answer.
     pub fn first_answer_after(&self, server: &str, since: Instant, within: Duration) -> Duration {
-        let ns = std::fs::File::open(format!("/run/netns/{}", self.pod)).unwrap();
         let server: std::net::SocketAddr = format!("{server}:53").parse().unwrap();
-        std::thread::spawn(move || {
-            use std::os::fd::AsRawFd;
-            #[allow(unsafe_code)]
-            // SAFETY: setns with an open namespace file moves only this thread.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns");
+        self.pod.within(move || {
             let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
             sock.connect(server).unwrap();
             sock.set_read_timeout(Some(Duration::from_millis(100)))
@@ -401,12 +410,10 @@ impl Lab {
                 std::thread::sleep(Duration::from_millis(20));
             }
         })
-        .join()
-        .unwrap()
     }
 
     pub fn node(&self, cmd: &str) -> String {
-        run(&["ip", "netns", "exec", &self.node, "sh", "-c", cmd]).1
+        self.node.try_sh(cmd).1
     }
 
     /// The lab's nftables family: `ip` or `ip6`.
@@ -464,7 +471,7 @@ impl Lab {
         }
         rules.extend(["-P INPUT DROP", "-P OUTPUT DROP"]);
         for r in rules {
-            must(&format!("ip netns exec {} {ipt} -w 5 {r}", self.node));
+            self.node.sh(&format!("{ipt} -w 5 {r}"));
         }
     }
 
@@ -485,11 +492,7 @@ impl Lab {
     /// The pod's `resolv.conf` names `nameserver` (with a Pod's search
     /// path and ndots:5), for the programs run in it (`getent`).
     pub fn pod_nameserver(&self, nameserver: &str) {
-        netns::write_pod_etc(&self.pod_etc(), nameserver, "default", "ndots:5");
-    }
-
-    fn pod_etc(&self) -> PathBuf {
-        std::path::Path::new("/etc/netns").join(&self.pod)
+        self.pod.write_pod_etc(nameserver, "default", "ndots:5");
     }
 
     /// `getent ahostsv4 NAME` in the pod: its output. In an IPv6 lab the
@@ -502,8 +505,9 @@ impl Lab {
         } else {
             "hosts"
         };
-        let (_, out) = run(&["ip", "netns", "exec", &self.pod, "getent", db, name]);
-        out
+        let mut a = self.pod.exec().to_vec();
+        a.extend(["getent", db, name]);
+        run(&a).1
     }
 
     /// `rounds` lookups of `name` from the pod at `server`, each by dig
@@ -545,15 +549,12 @@ impl Drop for Lab {
         for ns in [&self.pod, &self.node, &self.cdns] {
             // What a failed test left running there (an agent it owned as
             // a bare Child): killed, not left in an orphaned namespace.
-            let (_, pids) = run(&["ip", "netns", "pids", ns]);
+            let (_, pids) = run(&["ip", "netns", "pids", &ns.name]);
             for pid in pids.split_whitespace() {
                 let _ = run(&["kill", "-KILL", pid]);
             }
-            let _ = run(&["ip", "netns", "del", ns]);
         }
-        let _ = std::fs::remove_dir_all(self.pod_etc());
-        // Only when no other test's namespace still has files there.
-        let _ = std::fs::remove_dir("/etc/netns");
+        // The namespaces (and the pod's /etc/netns/NAME) go as they drop.
     }
 }
 
@@ -592,10 +593,10 @@ pub fn under_load_over(
 ) -> (u64, u64) {
     let qfile = lab.path("queries");
     std::fs::write(&qfile, format!("{KUBERNETES} A\nwww.example.org A\n")).unwrap();
-    let perf = Command::new("ip")
-        .args([
-            "netns", "exec", &lab.pod, "dnsperf", "-s", server, "-Q", "1000", "-t", "1",
-        ])
+    let perf = lab
+        .pod
+        .command("dnsperf")
+        .args(["-s", server, "-Q", "1000", "-t", "1"])
         .args(["-m", mode, "-l", &secs.to_string(), "-d"])
         .arg(&qfile)
         .stdout(Stdio::piped())
@@ -668,17 +669,9 @@ pub fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
 pub fn views(lab: &Lab) -> (Vec<String>, Option<String>) {
     let mut rules = lab.nodelocal_rules();
     rules.sort();
-    let (ok, table) = run(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.node,
-        "nft",
-        "list",
-        "table",
-        lab.family(),
-        "clusterdns_nodecache",
-    ]);
+    let mut a = lab.node.exec().to_vec();
+    a.extend(["nft", "list", "table", lab.family(), "clusterdns_nodecache"]);
+    let (ok, table) = run(&a);
     (rules, ok.then_some(table))
 }
 
@@ -767,6 +760,14 @@ impl<'a> Upgrades<'a> {
             assert_eq!(views(lab), (Vec::new(), None), "{}", lab.log_of(&log));
         }
         u
+    }
+
+    /// Ten crash-safe updates over UDP, three in iptables mode, three
+    /// crash-safe over TCP ([`Upgrades::series`]).
+    pub fn same_mode_series(&self) {
+        self.series(&["crashsafe"; 11], "udp");
+        self.series(&["iptables"; 4], "udp");
+        self.series(&["crashsafe"; 4], "tcp");
     }
 
     fn flags(&self, mode: &'a str) -> [&str; 4] {
@@ -1014,17 +1015,17 @@ impl<'a> UpstreamNodeCache<'a> {
         // duplicate address detection; on the lab's bridge (no dummy
         // here) that takes `nodad`.
         let dad = if *host_bits == 128 { " nodad" } else { "" };
-        must(&format!(
-            "ip netns exec {n} sh -c 'ip link show nodelocaldns >/dev/null 2>&1 || ip link add nodelocaldns type bridge' && \
-             {ip} -n {n} addr replace {local}/{host_bits} dev nodelocaldns{dad} && \
-             {ip} -n {n} addr replace {cluster}/{host_bits} dev nodelocaldns{dad}",
-            n = lab.node
+        lab.node.sh(&format!(
+            "(ip link show nodelocaldns >/dev/null 2>&1 || ip link add nodelocaldns type bridge) && \
+             {ip} addr replace {local}/{host_bits} dev nodelocaldns{dad} && \
+             {ip} addr replace {cluster}/{host_bits} dev nodelocaldns{dad}"
         ));
         for (table, chain, spec) in Self::rules(lab) {
+            // `spec` quotes its comments: not through `sh -c '...'`.
             must(&format!(
                 "ip netns exec {n} {ipt} -w 5 -t {table} -C {chain} {spec} 2>/dev/null || \
                  ip netns exec {n} {ipt} -w 5 -t {table} -I {chain} 1 {spec}",
-                n = lab.node,
+                n = lab.node.name,
                 ipt = lab.ipt
             ));
         }
@@ -1037,9 +1038,9 @@ impl<'a> UpstreamNodeCache<'a> {
             .replace("198.51.100.1", UPSTREAM_WHO);
         std::fs::write(&cf, corefile).unwrap();
         let log = std::fs::File::create(lab.path("upstream.log")).unwrap();
-        let coredns = Command::new("ip")
-            .args(["netns", "exec", &lab.node])
-            .arg(coredns)
+        let coredns = lab
+            .node
+            .command(coredns)
             .arg("-conf")
             .arg(&cf)
             .stdout(log.try_clone().unwrap())
@@ -1140,8 +1141,8 @@ pub fn lookups_during(
                 for server in servers {
                     for tcp in [false, true] {
                         let at = format!("@{server}");
-                        let mut a =
-                            vec!["ip", "netns", "exec", &lab.pod, "dig", "+short", &at, name];
+                        let mut a = lab.pod.exec().to_vec();
+                        a.extend(["dig", "+short", &at, name]);
                         if tcp {
                             a.push("+tcp");
                         }
@@ -1159,7 +1160,7 @@ pub fn lookups_during(
                         }
                     }
                     // resolv.conf is read per lookup: one per server.
-                    netns::write_pod_etc(&lab.pod_etc(), server, "default", "ndots:5");
+                    lab.pod_nameserver(server);
                     let began = t0.elapsed();
                     let got = lab.getent(name);
                     seen.made += 1;

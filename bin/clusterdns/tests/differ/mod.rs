@@ -73,6 +73,25 @@ pub fn assert_metrics_agree(diff: &Differential, families: &[&str], what: &str) 
     }
 }
 
+/// A fresh directory holding `files` (name, text): the zone files a
+/// Corefile names under `@ZDIR@`.
+pub fn zone_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).expect("write zone");
+    }
+    dir
+}
+
+/// [`assert_setup_errors_agree`] against the reference CoreDNS; skips
+/// without it (fails with `CLUSTERDNS_REQUIRE_RIG=1`).
+#[track_caller]
+pub fn setup_errors_read_as_coredns(cases: &[&str]) {
+    if let Some(coredns) = clusterdns_test_support::reference_coredns() {
+        assert_setup_errors_agree(&coredns, cases);
+    }
+}
+
 /// Asserts that each Corefile (`@P@` a free port) is refused by the
 /// reference CoreDNS and by clusterdns with the same text, or started by
 /// both ([`clusterdns_test_support::setup_errors_differ`]).

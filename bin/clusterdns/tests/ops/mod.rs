@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// `GET path` on 127.0.0.1:port over HTTP/1.0 (so Go servers send no
@@ -90,13 +90,7 @@ impl CoreDns {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("Corefile");
         std::fs::write(&path, corefile).expect("write Corefile");
-        let child = Command::new(bin)
-            .arg("-conf")
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start coredns");
+        let child = crate::common::spawn_conf(Command::new(bin), &path);
         let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
         sock.set_read_timeout(Some(Duration::from_millis(100)))
             .expect("timeout");
@@ -143,23 +137,4 @@ pub fn rcode(out: &str) -> String {
         .and_then(|s| s.split([',', ';']).next())
         .unwrap_or("")
         .to_string()
-}
-
-/// Runs the binary on an invalid `corefile`; asserts it exits non-zero
-/// and returns what it printed (stdout and stderr).
-pub fn config_error(corefile: &str) -> String {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("Corefile");
-    std::fs::write(&path, corefile).expect("write Corefile");
-    let out = Command::new(crate::common::binary())
-        .arg("-conf")
-        .arg(&path)
-        .output()
-        .expect("run clusterdns");
-    assert!(!out.status.success(), "{corefile} was accepted");
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }

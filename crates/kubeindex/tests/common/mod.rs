@@ -179,3 +179,32 @@ pub fn ns(name: &str, labels: &[(&str, &str)]) -> Namespace {
 pub fn ip(s: &str) -> std::net::IpAddr {
     s.parse().expect("test IP")
 }
+
+/// A watch of the objects and namespaces labelled `tag` (list then
+/// watch, no streaming lists), once it has synced: `what` names it when
+/// it does not within 15 s.
+pub async fn synced_watch(
+    client: kube::Client,
+    tag: &str,
+    what: &str,
+) -> clusterdns_kubeindex::Watch {
+    let config = clusterdns_kubeindex::WatchConfig {
+        labels: Some(tag.to_string()),
+        namespace_labels: Some(tag.to_string()),
+        streaming_lists: false,
+        ..clusterdns_kubeindex::WatchConfig::default()
+    };
+    let watch = clusterdns_kubeindex::Watch::spawn(
+        client,
+        &config,
+        std::sync::Arc::new(clusterdns_kubeindex::NoHooks),
+    );
+    assert!(
+        watch
+            .snapshots()
+            .wait_synced(std::time::Duration::from_secs(15))
+            .await,
+        "{what}: no sync"
+    );
+    watch
+}

@@ -5,7 +5,7 @@ use clusterdns_wire::{
     Section, TruncationError,
 };
 
-use crate::{name, query_packet};
+use crate::{name, query_packet, srv_data};
 
 fn records(buf: &[u8]) -> Vec<(Section, Record)> {
     let m = Message::parse(buf).unwrap();
@@ -74,12 +74,7 @@ fn every_rdata_round_trips() {
         exchange: &target,
     };
     b.push(ans, &owner, Class::IN, 5, &mx).unwrap();
-    let srv = RData::Srv {
-        priority: 0,
-        weight: 100,
-        port: 80,
-        target: &target,
-    };
+    let srv = srv_data(0, 100, 80, &target);
     b.push(ans, &owner, Class::IN, 5, &srv).unwrap();
     b.push(ans, &owner, Class::IN, 5, &RData::Txt(&strings))
         .unwrap();
@@ -216,12 +211,7 @@ fn srv_target_is_not_compressed_but_can_be_pointed_to() {
     let mut buf = Vec::new();
     let mut b = MessageBuilder::reply_to(&q, &mut buf);
     let before = b.len();
-    let srv = RData::Srv {
-        priority: 0,
-        weight: 100,
-        port: 80,
-        target: &target,
-    };
+    let srv = srv_data(0, 100, 80, &target);
     b.push(Section::Answer, q.qname(), Class::IN, 5, &srv)
         .unwrap();
     assert_eq!(b.len() - before, 2 + 10 + 6 + target.len());

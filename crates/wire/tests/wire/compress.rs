@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 
 use clusterdns_wire::{Class, Message, MessageBuilder, Name, Query, RData, Rtype, Section};
 
-use crate::{Rng, name, query_packet};
+use crate::{Rng, name, query_packet, srv_data};
 
 fn hex(b: &[u8]) -> String {
     b.iter().fold(String::new(), |mut s, x| {
@@ -62,19 +62,8 @@ fn mixed_reply_bytes_are_pinned() {
         },
     )
     .unwrap();
-    b.push(
-        an,
-        &cname,
-        Class::IN,
-        1,
-        &RData::Srv {
-            priority: 1,
-            weight: 2,
-            port: 3,
-            target: &srv,
-        },
-    )
-    .unwrap();
+    b.push(an, &cname, Class::IN, 1, &srv_data(1, 2, 3, &srv))
+        .unwrap();
     b.push(an, &srv, Class::IN, 1, &RData::Ptr(&mx)).unwrap();
     b.push(
         Section::Authority,
@@ -243,12 +232,7 @@ fn random_messages_are_pinned() {
                     preference: 5,
                     exchange: &target,
                 },
-                4 => RData::Srv {
-                    priority: 0,
-                    weight: 1,
-                    port: 53,
-                    target: &target,
-                },
+                4 => srv_data(0, 1, 53, &target),
                 5 => RData::Soa {
                     mname: &target,
                     rname: &other,

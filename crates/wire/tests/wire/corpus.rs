@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 
 use clusterdns_wire::{Class, Message, MessageBuilder, Query, RData, Rtype, Section, truncate};
 
-use crate::{Rng, name, query_packet};
+use crate::{Rng, name, query_packet, srv_data};
 
 fn seeds() -> Vec<Vec<u8>> {
     let mut out = vec![
@@ -31,12 +31,7 @@ fn seeds() -> Vec<Vec<u8>> {
         &RData::A(Ipv4Addr::LOCALHOST),
     )
     .unwrap();
-    let srv = RData::Srv {
-        priority: 1,
-        weight: 2,
-        port: 3,
-        target: &t,
-    };
+    let srv = srv_data(1, 2, 3, &t);
     b.push(Section::Answer, q.qname(), Class::IN, 5, &srv)
         .unwrap();
     let mx = RData::Mx {

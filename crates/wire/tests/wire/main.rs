@@ -11,10 +11,20 @@ mod record_text;
 mod truncate;
 
 use clusterdns_wire::header::FLAG_RD;
-use clusterdns_wire::{Class, Header, MessageBuilder, Name, Rtype};
+use clusterdns_wire::{Class, Header, MessageBuilder, Name, RData, Rtype};
 
 pub fn name(s: &str) -> Name {
     Name::from_ascii(s).unwrap()
+}
+
+/// SRV record data: `priority`, `weight`, `port` and `target`.
+pub fn srv_data(priority: u16, weight: u16, port: u16, target: &Name) -> RData<'_> {
+    RData::Srv {
+        priority,
+        weight,
+        port,
+        target,
+    }
 }
 
 /// A query packet as a stub resolver sends it, optionally with EDNS.
