@@ -14,18 +14,7 @@ const DEMO_CLUSTER: &str = include_str!("../../../demo/cluster.yaml");
 
 /// The authority section's records of a `dig` reply, whitespace folded.
 fn authority(dig_output: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut inside = false;
-    for l in dig_output.lines() {
-        if l.starts_with(";; AUTHORITY SECTION:") {
-            inside = true;
-        } else if inside && (l.trim().is_empty() || l.starts_with(";;")) {
-            break;
-        } else if inside {
-            out.push(l.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
-    }
-    out
+    common::dig_section(dig_output, "AUTHORITY")
 }
 
 fn flags(dig_output: &str) -> String {

@@ -70,21 +70,7 @@ fn with_corefile(text: &str) -> (tempfile::TempDir, String) {
 /// The answer lines of a reply, as dig prints them and as explain does:
 /// name, TTL, class, type, data with whitespace collapsed.
 fn answers(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut on = false;
-    for line in text.lines() {
-        if line.starts_with(";; ANSWER SECTION:") {
-            on = true;
-            continue;
-        }
-        if line.starts_with(";;") || line.trim().is_empty() {
-            on = false;
-            continue;
-        }
-        if on {
-            out.push(line.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
-    }
+    let mut out = common::dig_section(text, "ANSWER");
     out.sort();
     out
 }
@@ -386,30 +372,18 @@ items:
 - apiVersion: v1
   kind: Namespace
   metadata: {name: z}
-- apiVersion: v1
-  kind: Node
-  metadata: {name: n-a, labels: {topology.kubernetes.io/zone: a}}
-- apiVersion: v1
-  kind: Node
-  metadata: {name: n-b, labels: {topology.kubernetes.io/zone: b}}
-- apiVersion: v1
-  kind: Node
-  metadata: {name: n-none}
-- apiVersion: v1
-  kind: Pod
-  metadata: {name: client-a, namespace: z}
-  spec: {nodeName: n-a, containers: [{name: c, image: none}]}
-  status: {phase: Running, podIP: 10.244.0.5, podIPs: [{ip: 10.244.0.5}]}
-- apiVersion: v1
-  kind: Pod
-  metadata: {name: client-b, namespace: z}
-  spec: {nodeName: n-b, containers: [{name: c, image: none}]}
-  status: {phase: Running, podIP: 10.244.2.5, podIPs: [{ip: 10.244.2.5}]}
-- apiVersion: v1
-  kind: Pod
-  metadata: {name: client-none, namespace: z}
-  spec: {nodeName: n-none, containers: [{name: c, image: none}]}
-  status: {phase: Running, podIP: 10.244.3.5, podIPs: [{ip: 10.244.3.5}]}
+- {apiVersion: v1, kind: Node, metadata: {name: n-a, labels: {topology.kubernetes.io/zone: a}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n-b, labels: {topology.kubernetes.io/zone: b}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n-none}}
+- {apiVersion: v1, kind: Pod, metadata: {name: client-a, namespace: z},
+   spec: {nodeName: n-a, containers: [{name: c, image: none}]},
+   status: {phase: Running, podIP: 10.244.0.5, podIPs: [{ip: 10.244.0.5}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: client-b, namespace: z},
+   spec: {nodeName: n-b, containers: [{name: c, image: none}]},
+   status: {phase: Running, podIP: 10.244.2.5, podIPs: [{ip: 10.244.2.5}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: client-none, namespace: z},
+   spec: {nodeName: n-none, containers: [{name: c, image: none}]},
+   status: {phase: Running, podIP: 10.244.3.5, podIPs: [{ip: 10.244.3.5}]}}
 - apiVersion: v1
   kind: Service
   metadata: {name: db, namespace: z}

@@ -24,6 +24,20 @@ fn report(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `report.py ARGS` that must succeed: its stdout.
+fn report_ok(args: &[&str]) -> String {
+    let (code, stdout, stderr) = report(args);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    stdout
+}
+
+/// `report.py ARGS` that must fail with one line on stderr holding `want`.
+fn report_refuses(args: &[&str], want: &str) {
+    let (code, _, stderr) = report(args);
+    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
+    assert!(stderr.contains(want), "{stderr}");
+}
+
 #[test]
 fn both_pages_stay_under_30_kb() {
     for page in ["BENCHMARKS.md", "RELIABILITY.md"] {
@@ -47,7 +61,7 @@ fn a_runs_figures_are_kept_and_measured_against_their_targets() {
     )
     .expect("write");
     let dirs = d.to_str().expect("utf-8");
-    let (code, stdout, stderr) = report(&[
+    report_ok(&[
         "save",
         output.to_str().expect("utf-8"),
         "--form",
@@ -65,7 +79,6 @@ fn a_runs_figures_are_kept_and_measured_against_their_targets() {
         "--dir",
         dirs,
     ]);
-    assert_eq!(code, 0, "{stdout}{stderr}");
     let runs: Vec<_> = std::fs::read_dir(d.join("runs")).expect("runs").collect();
     assert_eq!(runs.len(), 1);
     let run = std::fs::read_to_string(runs[0].as_ref().expect("entry").path()).expect("run");
@@ -74,8 +87,7 @@ fn a_runs_figures_are_kept_and_measured_against_their_targets() {
     assert_eq!(run["failed"], serde_json::json!(["b"]));
     assert_eq!(run["scenarios"]["idle_tcp"]["conns"], "2000");
 
-    let (code, stdout, stderr) = report(&["report", dirs, "--print"]);
-    assert_eq!(code, 0, "{stdout}{stderr}");
+    let stdout = report_ok(&["report", dirs, "--print"]);
     // A ceiling: value over bound; a floor of a fraction: the shortfall
     // from 1 over the shortfall allowed; figures without a target: none.
     for line in [
@@ -100,16 +112,17 @@ fn a_runs_figures_are_kept_and_measured_against_their_targets() {
     )
     .expect("page");
     let svg = d.join("h.svg");
-    let (code, stdout, stderr) = report(&[
+    let page_arg = page.to_str().expect("utf-8");
+    let svg_arg = svg.to_str().expect("utf-8");
+    report_ok(&[
         "report",
         dirs,
         "--page",
-        page.to_str().expect("utf-8"),
+        page_arg,
         "--svg",
-        svg.to_str().expect("utf-8"),
+        svg_arg,
         "--no-plots",
     ]);
-    assert_eq!(code, 0, "{stdout}{stderr}");
     let written = std::fs::read_to_string(&page).expect("page");
     assert!(
         written.starts_with("# T\n<!-- torture:begin -->\n![")
@@ -126,17 +139,13 @@ fn bad_runs_and_pages_get_one_line_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let dirs = d.to_str().expect("utf-8");
-    let (code, _, stderr) = report(&["report", dirs, "--print"]);
-    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
-    assert!(stderr.contains("no saved run"), "{stderr}");
+    report_refuses(&["report", dirs, "--print"], "no saved run");
 
     std::fs::create_dir(d.join("runs")).expect("mkdir");
     std::fs::write(d.join("runs/x.json"), "{not json").expect("write");
-    let (code, _, stderr) = report(&["report", dirs, "--print"]);
-    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
-    assert!(
-        stderr.contains("x.json: not a saved torture run"),
-        "{stderr}"
+    report_refuses(
+        &["report", dirs, "--print"],
+        "x.json: not a saved torture run",
     );
 
     std::fs::write(
@@ -146,17 +155,10 @@ fn bad_runs_and_pages_get_one_line_errors() {
     .expect("write");
     let page = d.join("PAGE.md");
     std::fs::write(&page, "no markers\n").expect("page");
-    let (code, _, stderr) = report(&[
-        "report",
-        dirs,
-        "--page",
-        page.to_str().expect("utf-8"),
-        "--no-plots",
-    ]);
-    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
-    assert!(
-        stderr.contains("wants one `<!-- torture:begin -->` line"),
-        "{stderr}"
+    let page_arg = page.to_str().expect("utf-8");
+    report_refuses(
+        &["report", dirs, "--page", page_arg, "--no-plots"],
+        "wants one `<!-- torture:begin -->` line",
     );
     assert_eq!(
         std::fs::read_to_string(&page).expect("page"),

@@ -593,3 +593,21 @@ pub fn differences<Q: AsRef<str>>(
     }
     out
 }
+
+/// The records of every `;; SECTION SECTION:` block of `dig`-style text
+/// (`ANSWER`, `AUTHORITY`…), whitespace folded, in order.
+pub fn dig_section(text: &str, section: &str) -> Vec<String> {
+    let head = format!(";; {section} SECTION:");
+    let mut out = Vec::new();
+    let mut on = false;
+    for line in text.lines() {
+        if line.starts_with(&head) {
+            on = true;
+        } else if line.starts_with(";;") || line.trim().is_empty() {
+            on = false;
+        } else if on {
+            out.push(line.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    out
+}

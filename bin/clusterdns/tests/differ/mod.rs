@@ -35,6 +35,15 @@ pub fn disagreements(diff: &Differential, queries: &[Query]) -> Vec<String> {
     out
 }
 
+/// Both agree on every query over UDP and TCP, and `probe`'s answer holds
+/// `want`: compared, not merely silent (the zones are really served).
+pub fn assert_agree_and_served(diff: &Differential, queries: &[Query], probe: &Query, want: &str) {
+    let d = disagreements(diff, queries);
+    assert!(d.is_empty(), "{} disagreements:\n{}", d.len(), d.join("\n"));
+    let c = diff.query(probe);
+    assert!(c.to_string().contains(want), "{c}");
+}
+
 /// The reference as an upstream on `corefile`, and its port.
 pub fn upstream(coredns: &Path, corefile: &str) -> (RunningServer, String) {
     let up = RunningServer::start(&ServerSpec::coredns_at(coredns, corefile).named("upstream"))
