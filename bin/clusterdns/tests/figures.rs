@@ -3,20 +3,23 @@
 //! (`scripts/torture.d/report.py`) keeps each run's figures and measures
 //! them against the targets the tests print beside them.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+use clusterdns_test_support::workspace_root;
+
+/// The command `report.py ARGS`.
+fn report_cmd(args: &[&str]) -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.arg(workspace_root().join("scripts/torture.d/report.py"))
+        .args(args);
+    cmd
 }
 
 /// `report.py ARGS`: (exit code, stdout, stderr).
 fn report(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new("python3")
-        .arg(root().join("scripts/torture.d/report.py"))
-        .args(args)
-        .output()
-        .expect("python3");
+    let out = report_cmd(args).output().expect("python3");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -26,9 +29,7 @@ fn report(args: &[&str]) -> (i32, String, String) {
 
 /// `report.py ARGS` that must succeed: its stdout.
 fn report_ok(args: &[&str]) -> String {
-    let (code, stdout, stderr) = report(args);
-    assert_eq!(code, 0, "{stdout}{stderr}");
-    stdout
+    common::run_ok(&mut report_cmd(args))
 }
 
 /// `report.py ARGS` that must fail with one line on stderr holding `want`.
@@ -41,7 +42,9 @@ fn report_refuses(args: &[&str], want: &str) {
 #[test]
 fn both_pages_stay_under_30_kb() {
     for page in ["BENCHMARKS.md", "RELIABILITY.md"] {
-        let len = std::fs::metadata(root().join(page)).expect(page).len();
+        let len = std::fs::metadata(workspace_root().join(page))
+            .expect(page)
+            .len();
         assert!(len <= 30 * 1024, "{page} is {len} bytes, over 30 KB");
     }
 }

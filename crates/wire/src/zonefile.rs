@@ -258,6 +258,18 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// A reader at `origin`, with `default_ttl` (and whether it is a
+    /// `$TTL`'s) for records that give none.
+    fn new(origin: Name, default_ttl: Option<(u32, bool)>) -> Reader {
+        Reader {
+            records: Vec::new(),
+            origin,
+            default_ttl,
+            last_owner: None,
+            depth: 0,
+        }
+    }
+
     /// Reads `path` (named `shown` in errors) with `origin`.
     pub fn read(path: &Path, shown: &str, origin: &Name) -> Result<Vec<Record>, ZoneFileError> {
         let text = std::fs::read_to_string(path).map_err(|e| ZoneFileError {
@@ -267,13 +279,7 @@ impl Reader {
             line: 0,
             col: 0,
         })?;
-        let mut r = Reader {
-            records: Vec::new(),
-            origin: *origin,
-            default_ttl: None,
-            last_owner: None,
-            depth: 0,
-        };
+        let mut r = Reader::new(*origin, None);
         r.text(&text, shown, path.parent())?;
         Ok(r.records)
     }
@@ -719,15 +725,10 @@ fn parse_rtype(s: &str) -> Option<Rtype> {
 /// text. Text with no record in it is an error here (`NewRR` returns no
 /// record and no error).
 pub fn parse_rr(text: &str) -> Result<Record, ZoneFileError> {
-    let mut r = Reader {
-        records: Vec::new(),
-        origin: Name::root(),
-        default_ttl: Some((crate::record::DEFAULT_TTL, false)),
-        last_owner: None,
-        depth: 0,
-    };
-    // `$INCLUDE` reads no file here (no directory to take it from), as
-    // NewRR's parser allows no includes.
+    let mut r = Reader::new(Name::root(), Some((crate::record::DEFAULT_TTL, false)));
+    // `$INCLUDE` is refused here: one record's text has no directory to
+    // take a file from, and *template* has no reason to read files
+    // (miekg/dns's NewRR would follow it).
     for e in lex(text, "")? {
         if e.toks.first().is_some_and(|t| t.text == "$INCLUDE") {
             return Err(ZoneFileError::at(
@@ -785,13 +786,7 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Result<Vec<Record>, ZoneFileError> {
-        let mut r = Reader {
-            records: Vec::new(),
-            origin: Name::from_ascii("example.org.").unwrap(),
-            default_ttl: None,
-            last_owner: None,
-            depth: 0,
-        };
+        let mut r = Reader::new(Name::from_ascii("example.org.").unwrap(), None);
         r.text(text, "db.t", None)?;
         Ok(r.records)
     }
